@@ -1,0 +1,43 @@
+# Two commands a user needs: `make demo` and `make test`. Each creates .venv and installs what it needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed-stamp
+SHARED_DATA := $(abspath ../shared/data)
+# Tests and notebooks use the offline datasets beside the checkout when they exist.
+DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DATA:-$(SHARED_DATA)},)
+# Two pytest workers on two cores: one BLAS thread each.
+TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
+JOBS ?= 2
+
+.PHONY: demo test install lab export clean-nbs bench help
+
+help:
+	@echo "make demo   - install into $(VENV) and run the demo (sat-tutorial demo --out demo_out)"
+	@echo "make test   - install into $(VENV), run tests/ and every notebook (nbval)"
+	@echo "make lab    - open the notebooks in JupyterLab"
+	@echo "make export - nbdev_export + nbdev_clean after editing notebooks"
+
+$(STAMP): settings.ini setup.py
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import sat_tutorial, torch, nbdev, nbval" || { echo "installation into $(VENV) failed"; exit 1; }
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/sat-tutorial demo --out demo_out
+
+test: $(STAMP)
+	$(TEST_ENV) $(PY) -m pytest -n $(JOBS) --dist loadfile tests nbs \
+	  --nbval-lax --nbval-current-env --nbval-cell-timeout=600 -p no:cacheprovider -q
+
+lab: $(STAMP)
+	$(DATA_ENV) $(VENV)/bin/jupyter lab nbs
+
+export: $(STAMP)
+	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean
+
+bench: $(STAMP)
+	$(DATA_ENV) $(PY) bench/run_all.py
