@@ -1,0 +1,61 @@
+import os, random, subprocess, sys, textwrap
+import numpy as np
+import pytest
+import torch
+
+from sat_tutorial.core import (check_shape, find_data, get_device, load_checkpoint, rng_state, save_checkpoint,
+                               seed_everything, set_rng_state)
+
+
+def test_seed_and_rng_roundtrip_through_checkpoint(tmp_path):
+    seed_everything(3)
+    save_checkpoint({"rng": rng_state()}, tmp_path / "c.pt")
+    a = (random.random(), np.random.rand(), torch.randn(2).tolist())
+    set_rng_state(load_checkpoint(tmp_path / "c.pt")["rng"])
+    assert a == (random.random(), np.random.rand(), torch.randn(2).tolist())
+
+
+def test_check_shape_binds_names():
+    dims = check_shape(torch.zeros(4, 196, 512), ("B", "L", "D"))
+    assert dims == {"B": 4, "L": 196, "D": 512}
+    with pytest.raises(ValueError, match="L=196 elsewhere"):
+        check_shape(torch.zeros(4, 10), ("B", "L"), dims, name="alpha")
+
+
+def test_device_errors_are_clear():
+    assert get_device("cpu").type == "cpu"
+    with pytest.raises((RuntimeError, ValueError)):
+        get_device("cuda:99" if torch.cuda.is_available() else "cuda")
+
+
+def test_missing_data_message(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="flickr8k/dataset_flickr8k.json not found"):
+        find_data("flickr8k", "dataset_flickr8k.json")
+
+
+def test_killed_checkpoint_write_keeps_previous(tmp_path):
+    "A process killed with SIGKILL halfway through writing leaves the previous checkpoint loadable."
+    p = tmp_path / "ckpt.pt"
+    save_checkpoint({"step": 1, "w": torch.zeros(10)}, p)
+    code = textwrap.dedent(f"""
+        import os, signal, torch
+        from sat_tutorial import core
+        real = torch.save
+        def dying_save(obj, f):
+            f.write(b"partial bytes of a checkpoint")
+            f.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        core.torch.save = dying_save
+        core.save_checkpoint({{"step": 2}}, {str(p)!r})
+    """)
+    r = subprocess.run([sys.executable, "-c", code])
+    assert r.returncode == -9
+    assert load_checkpoint(p)["step"] == 1
+
+
+def test_untrusted_pickle_refused(tmp_path):
+    p = tmp_path / "evil.pt"
+    torch.save({"f": os.system}, p)
+    with pytest.raises(ValueError, match="evil.pt could not be loaded"):
+        load_checkpoint(p)
