@@ -1,0 +1,73 @@
+"""Quality targets on the synthetic scenes (issue 3/5): train each captioner for at most N CPU minutes, select on
+validation CIDEr, evaluate 1000 held-out scenes (a seed never used in training) at beam 3.
+
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,hard,uniform
+
+Prints a table and writes bench/out/scenes_quality.json. Not run by CI.
+"""
+import argparse, json, os, platform, time
+from pathlib import Path
+
+import torch
+
+from sat_tutorial.training import evaluate, fit, load_captioner, load_records, scenes_config, transform_for
+
+VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
+    "soft": ("soft", {}),
+    "hard": ("hard", {}),
+    "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
+    "adaptive": ("adaptive", {}),
+    "butd": ("butd", {}),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=float, default=10.0, help="training time budget per model")
+    ap.add_argument("--steps", type=int, default=20000, help="step cap per model")
+    ap.add_argument("--models", default="soft,hard,uniform")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
+    ap.add_argument("--n-train", type=int, default=8000)
+    ap.add_argument("--n-test", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--alpha-c", type=float, default=None, help="override the doubly stochastic penalty weight")
+    ap.add_argument("--out", default="bench/out")
+    args = ap.parse_args()
+    if args.threads: torch.set_num_threads(args.threads)
+    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.models.split(","):
+        model, kw = VARIANTS[name]
+        base = scenes_config().model_kwargs
+        mk = {**base, **kw}
+        if args.alpha_c is not None and name != "uniform": mk["alpha_c"] = args.alpha_c
+        if model != "soft" and model != "hard": mk.pop("alpha_c", None)
+        cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
+                            n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed)
+        recs = load_records(cfg)
+        t0 = time.perf_counter()
+        summary = fit(cfg, out / f"scenes_{name}", records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True))
+        train_min = (time.perf_counter() - t0) / 60
+        enc, m, vocab, _ = load_captioner(out / f"scenes_{name}" / "best.pt")
+        t1 = time.perf_counter()
+        met, caps = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+        row = {"variant": name, "model": model, "model_kwargs": mk, "steps": summary["steps"], "train_minutes": round(train_min, 2),
+               "best_val": summary["best"], "eval_seconds": round(time.perf_counter() - t1, 1),
+               **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
+               "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
+        rows.append(row)
+        print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
+            "load_avg": os.getloadavg(), "args": vars(args)}
+    hdr = f"{'variant':10} {'steps':>6} {'min':>5} {'BLEU-4':>7} {'CIDEr':>7} {'METEOR':>7} {'AttCorr':>8} {'len':>5}"
+    print(hdr); print("-" * len(hdr))
+    for r in rows:
+        met = r.get("meteor")
+        print(f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} {r['bleu4']:7.2f} {r['cider']:7.1f} "
+              f"{(met if met is not None else float('nan')):7.2f} {r.get('attention_correctness', float('nan')):8.3f} {r['mean_length']:5.1f}")
+    (out / "scenes_quality.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {out / 'scenes_quality.json'}")
+
+
+if __name__ == "__main__":
+    main()
