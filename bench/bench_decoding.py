@@ -2,7 +2,7 @@
 function called one image at a time, with a paper-size soft-attention decoder (random weights), and a check that every
 image gets identical tokens.
 
-    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 100 --what-if   # ~6 min on 2 cores
+    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 100 --what-if   # a few minutes on 2 cores
     .venv/bin/python bench/bench_decoding.py --feature-dims 512 --batch-sizes 10 50 100 500 --what-if   # ~5 min
     .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 10 20 50 500 --single-limit 100
     .venv/bin/python bench/bench_decoding.py --quick     # smoke run, seconds
@@ -84,21 +84,13 @@ class LengthBiasedCaptioner(SoftAttentionCaptioner):
 
 
 @contextlib.contextmanager
-def per_image_constants_not_reordered(positions):
-    """What-if (bench only, not the package): `beam_search` reorders *every* state tensor at every step
-    (`select_state`), including the annotations a (B·K, L, D) and keys (B·K, L, A) that are identical for the K beams
-    of an image and never change. A beam's new parent is always a beam of the same image, so those tensors can be left
-    as they are. Patches `decoding.expand_state`/`select_state` to skip the state positions `positions`."""
-    orig_expand, orig_select = decoding.expand_state, decoding.select_state
-    def expand(state, k):
-        out = orig_expand(state, k)
-        for i in positions: out[i]._per_image_constant = True
-        return out
-    def select(state, idx):
-        return tuple(s if getattr(s, "_per_image_constant", False) else s.index_select(0, idx) for s in state)
-    decoding.expand_state, decoding.select_state = expand, select
+def every_state_tensor_expanded(model):
+    """What-if (bench only): decode as before the Captioner protocol had `static_state` -- every state tensor, the
+    annotations a (B·K, L, D) and keys (B·K, L, A) included, repeated K times and reordered at every step."""
+    saved = model.static_state
+    model.static_state = ()
     try: yield
-    finally: decoding.expand_state, decoding.select_state = orig_expand, orig_select
+    finally: model.static_state = saved
 
 
 def decode_single(model, feats, K, max_len):
@@ -204,18 +196,18 @@ def run(args):
                   f"best batch {best}: {sp:.1f}x; identical {cfg['batched'][best]['identical']}/{n_single}", flush=True)
             if args.what_if:
                 n_wi = min(n_single, args.what_if_single)
-                with per_image_constants_not_reordered((2, 3, 5)):                     # a, keys, tau
+                with every_state_tensor_expanded(model):
                     tw, cw, caps_w = timed(lambda: decode_batched(model, feats, K, args.max_len, best))
                     ts, cs, caps_s = timed(lambda: [beam_search(model, feats[i:i + 1], K, max_len=args.max_len)[0] for i in range(n_wi)])
                 n_same_w = sum(caps_w[i].tokens == single[i].tokens for i in range(n_single))
                 n_same_s = sum(caps_s[i].tokens == single[i].tokens for i in range(n_wi))
                 cfg["what_if"] = {"batch": best, "batched_s": tw, "batched_cpu_s": cw, "single_images": n_wi, "single_s": ts,
                                   "identical_batched": n_same_w, "identical_single": n_same_s}
-                rows.append({"D": D, "mode": f"what-if: a/keys not reordered, one at a time ({n_wi} timed, extrapolated)", "batch": 1,
+                rows.append({"D": D, "mode": f"what-if: every state tensor expanded (before static_state), one at a time ({n_wi} timed, extrapolated)", "batch": 1,
                              col_s: round(ts / n_wi * N, 1), "ms/img": round(1e3 * ts / n_wi, 2), "img/s": round(n_wi / ts, 1),
                              "cpu-ms/img": round(1e3 * cs / n_wi, 2), "speed-up": f"{per_img_single / (ts / n_wi):.1f}x",
                              "identical": f"{n_same_s}/{n_wi}"})
-                rows.append({"D": D, "mode": "what-if: a/keys not reordered, batched (1 pass)", "batch": best, col_s: round(tw, 1),
+                rows.append({"D": D, "mode": "what-if: every state tensor expanded (before static_state), batched (1 pass)", "batch": best, col_s: round(tw, 1),
                              "ms/img": round(1e3 * tw / N, 2), "img/s": round(N / tw, 1), "cpu-ms/img": round(1e3 * cw / N, 2),
                              "speed-up": f"{per_img_single / (tw / N):.1f}x", "identical": f"{n_same_w}/{n_single}"})
                 print(f"  D={D} what-if: batched {best}: {tw:.1f} s, one at a time {ts / n_wi * 1e3:.0f} ms/img", flush=True)
@@ -261,7 +253,7 @@ def main(argv=None):
     p.add_argument("--single-limit", type=int, default=0, help="time only this many images one at a time (extrapolate)")
     p.add_argument("--profile", type=int, default=8, help="show the top N ops (0: no profile)")
     p.add_argument("--what-if", action="store_true",
-                   help="also time beam_search with a bench-only patch that stops reordering a/keys every step")
+                   help="also time beam_search as it was before static_state: every state tensor repeated K times and reordered")
     p.add_argument("--what-if-single", type=int, default=20, help="images decoded one at a time in the what-if")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)

@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 from .core import check_shape
-from .soft_attention import Captioner, caption_nll, doubly_stochastic_penalty, lstm_cell, show_attention, target_mask
+from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_stochastic_penalty, fast_tanh_, lstm_cell,
+                                         rows_per_image, show_attention, target_mask)
 
 # %% auto #0
 __all__ = ['AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability', 'spatial_map',
@@ -32,24 +33,24 @@ class AdaptiveAttention(nn.Module):
         return self.W_v(V)
 
     def scores(self, keys: torch.Tensor, h: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "z_t `(B, L)` for the regions and the sentinel's score `(B, 1)`, both queried by h_t `(B, d)`."
-        q = self.W_g(h)                                                  # (B, A)
-        z = self.w_h(torch.tanh(keys + q[:, None])).squeeze(-1)         # (B, L, A) -> (B, L)
-        z_s = self.w_h(torch.tanh(self.W_s(s) + q))                      # (B, A) -> (B, 1)
-        return z, z_s
+        "z_t `(N, L)` for the regions (keys `(B, L, A)`) and the sentinel's score `(N, 1)`, queried by h_t `(N, d)`, N = k·B."
+        q = self.W_g(h)                                                  # (N, A)
+        z = additive_scores(keys, rows_per_image(q, keys.shape[0]), self.w_h)   # (B, k, L)
+        z_s = self.w_h(fast_tanh_(self.W_s(s) + q))                      # (N, A) -> (N, 1)
+        return z.flatten(0, 1), z_s
 
     @staticmethod
     def combine(z: torch.Tensor, z_s: torch.Tensor, V: torch.Tensor, s: torch.Tensor):
-        "α̂_t `(B, L+1)`, c_t `(B, d)` and ĉ_t `(B, d)` from the scores, the region features V and the sentinel s_t."
-        alpha_hat = torch.cat([z, z_s], -1).softmax(-1)                   # (B, L+1)
-        beta = alpha_hat[:, -1:]                                         # (B, 1)
-        alpha = z.softmax(-1)                                            # (B, L): where to look, if looking
-        c = torch.bmm(alpha[:, None], V).squeeze(1)                      # (B, 1, L) @ (B, L, d) -> (B, d)
-        c_hat = beta * s + (1 - beta) * c                                # (B, d)
+        "α̂_t `(N, L+1)`, c_t `(N, d)` and ĉ_t `(N, d)` from the scores, the region features V `(B, L, d)` and s_t `(N, d)`."
+        alpha_hat = torch.cat([z, z_s], -1).softmax(-1)                   # (N, L+1)
+        beta = alpha_hat[:, -1:]                                         # (N, 1)
+        alpha = rows_per_image(z.softmax(-1), V.shape[0])                # (B, k, L): where to look, if looking
+        c = torch.bmm(alpha, V).flatten(0, 1)                            # (B, k, L) @ (B, L, d) -> (N, d)
+        c_hat = beta * s + (1 - beta) * c                                # (N, d)
         return alpha_hat, c, c_hat
 
     def forward(self, keys: torch.Tensor, V: torch.Tensor, h: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "α̂_t `(B, L+1)` (the sentinel last) and ĉ_t `(B, d)`."
+        "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`."
         alpha_hat, _, c_hat = self.combine(*self.scores(keys, h, s), V, s)
         return alpha_hat, c_hat
 
@@ -69,6 +70,7 @@ class VisualSentinel(nn.Module):
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
 class AdaptiveAttentionCaptioner(Captioner):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
+    static_state = (2, 3, 4)                                                      # V, W_v V, v^g
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0):
         super().__init__()
@@ -129,7 +131,7 @@ class AdaptiveAttentionCaptioner(Captioner):
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step: log p(y_t | …) `(B, V)`, the new state, spatial α̂_t `(B, L)` (sums to 1 − β_t)."
         h, m, V, keys, v_g = state
-        gates_x, Wx_x = self._inputs(self.embed(words), v_g)
+        gates_x, Wx_x = self._inputs(self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0))   # v^g: (N, d)
         h, m, alpha_hat, c_hat = self._recurrence(gates_x, Wx_x, h, m, V, keys)
         return self._logits(h, c_hat).log_softmax(-1), (h, m, V, keys, v_g), alpha_hat[:, :-1]
 

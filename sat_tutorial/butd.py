@@ -18,7 +18,8 @@ from .core import check_shape
 from .data import ImageRecord
 from .encoders import SceneCNN, TorchvisionEncoder
 from .scenes import IMAGE_SIZE
-from .soft_attention import Captioner, SoftAttention, caption_nll, doubly_stochastic_penalty, lstm_cell, target_mask
+from .soft_attention import (Captioner, SoftAttention, caption_nll, doubly_stochastic_penalty, lstm_cell, rows_per_image,
+                                         target_mask)
 
 # %% auto #0
 __all__ = ['TSV_FIELDS', 'scene_distractors', 'add_scene_regions', 'pool_regions', 'box_geometry', 'SceneRegionEncoder',
@@ -195,6 +196,7 @@ def load_bottom_up_npz(path) -> RegionFeatures:
 # %% ../nbs/11_butd.ipynb #b833d183
 class BUTDCaptioner(Captioner):
     "The top-down captioner of Anderson et al. 2018 (§3.2): attention LSTM, attention over the regions, language LSTM."
+    static_state = (4, 5, 6)                                                        # v, v̄-gates, keys
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0):
         super().__init__()
@@ -225,12 +227,15 @@ class BUTDCaptioner(Captioner):
         "The W_e Π_t part of the attention LSTM's pre-activations, for any leading shape `(…, E)` → `(…, 4H)`."
         return emb @ self._att_weights()[2].T
 
-    def _recurrence(self, gates_w: torch.Tensor, state: tuple):
-        "One step: attention LSTM, attention over the regions, language LSTM. Returns the new state and α_t `(B, R)`."
+    def _recurrence(self, gates_w: torch.Tensor, state: tuple, W_h2T: torch.Tensor | None = None):
+        "One step for N = k·B rows: attention LSTM, attention over the regions, language LSTM. Returns the new state and α_t `(N, R)`."
         h1, c1, h2, c2, v, gates_v, keys = state
-        h1, c1 = lstm_cell(gates_w + gates_v + h2 @ self._att_weights()[0].T + h1 @ self.att_lstm.weight_hh.T, c1)   # (B, H)
-        alpha, v_hat = self.attention(keys, v, h1)                                 # (B, R), (B, D)
-        h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))               # (B, H)
+        if W_h2T is None: W_h2T = self._att_weights()[0].T                         # (H, 4H)
+        pre = gates_w + h2 @ W_h2T + h1 @ self.att_lstm.weight_hh.T                # (N, 4H)
+        pre = (rows_per_image(pre, len(gates_v)) + gates_v[:, None]).flatten(0, 1)  # + the v̄ gates of each row's image
+        h1, c1 = lstm_cell(pre, c1)                                                # (N, H)
+        alpha, v_hat = self.attention(keys, v, h1)                                 # (N, R), (N, D)
+        h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))               # (N, H)
         return (h1, c1, h2, c2, v, gates_v, keys), alpha
 
     def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
@@ -239,9 +244,10 @@ class BUTDCaptioner(Captioner):
         check_shape(captions, ("B", None), dims, name="captions")
         state = self.init_state(feats)
         gates_w = self._word_gates(self.embed(captions[:, :-1]))                   # (B, T, 4H), all steps at once
+        W_h2T = self._att_weights()[0].T                                           # sliced once per batch (notebook 06)
         h2s, alphas = [], []
         for t in range(gates_w.shape[1]):
-            state, alpha = self._recurrence(gates_w[:, t], state)
+            state, alpha = self._recurrence(gates_w[:, t], state, W_h2T)
             h2s.append(state[2]); alphas.append(alpha)
         logits = self.W_p(self.dropout(torch.stack(h2s, 1)))                       # (B, T, V), one matmul for all steps
         return logits, torch.stack(alphas, 1)

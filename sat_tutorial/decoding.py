@@ -22,13 +22,13 @@ class Caption:
     attn: torch.Tensor           # (len(tokens), L): α when each word was emitted
     finished: bool = True        # False if max_len was reached before <end>
 
-def expand_state(state: tuple, k: int) -> tuple:
-    "Repeat every state tensor k times along the batch: (B, …) → (B·k, …), beams of an image adjacent."
-    return tuple(s.repeat_interleave(k, 0) for s in state)
+def expand_state(state: tuple, k: int, static: Sequence[int] = ()) -> tuple:
+    "Repeat each state tensor k times along the batch, (B, …) → (B·k, …), beams of an image adjacent; `static` positions stay (B, …)."
+    return tuple(s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state))
 
-def select_state(state: tuple, idx: torch.Tensor) -> tuple:
-    "Keep the rows `idx` of every state tensor."
-    return tuple(s.index_select(0, idx) for s in state)
+def select_state(state: tuple, idx: torch.Tensor, static: Sequence[int] = ()) -> tuple:
+    "Keep the rows `idx` of each state tensor but the per-image constants at `static` positions."
+    return tuple(s if i in static else s.index_select(0, idx) for i, s in enumerate(state))
 
 # %% ../nbs/08_decoding.ipynb #7c0fa991
 @torch.no_grad()
@@ -66,33 +66,50 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
     "Batched beam search over `(B, L, D)` annotations with any captioner: the best caption per image."
     model.eval()
     B, K, dev = feats.shape[0], beam_size, feats.device
-    state = expand_state(model.init_state(feats), K)                          # every tensor (B*K, ...)
+    static = getattr(model, "static_state", ())
+    state = expand_state(model.init_state(feats), K, static)                  # (B*K, ...); per-image constants (B, ...)
     scores = torch.zeros(B, K, device=dev); scores[:, 1:] = float("-inf")      # only beam 0 expands at first
     words = torch.full((B * K,), 1, dtype=torch.long, device=dev)            # <start>
     finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
-    tokens = torch.zeros(B * K, 0, dtype=torch.long, device=dev)
-    attn, n_tok = None, torch.zeros(B * K, device=dev)
-    base = (torch.arange(B, device=dev) * K)[:, None]                        # (B, 1) first beam of each image
+    n_tok = torch.zeros(B * K, device=dev)
+    images, rows = torch.arange(B, device=dev), torch.arange(B * K, device=dev)   # the active images and their rows
+    final_scores, final_len = scores.clone(), n_tok.view(B, K).clone()
+    chosen, parent, attn = [], [], []                                         # per step, over all B*K rows
     for _ in range(max_len):
-        lp, state, a = model.step(words, state)                               # (B*K, V), (B*K, L)
+        n = len(images)
+        lp, state, a = model.step(words, state)                               # (n*K, V), (n*K, L)
         lp = lp.float()
         V = lp.shape[1]
         if finished.any():                                                    # finished beams: only <pad>, free
             lp[finished] = float("-inf"); lp[finished, 0] = 0.0
-        cand = (scores.reshape(B * K, 1) + lp).reshape(B, K * V)               # (B, K*V)
-        scores, idx = cand.topk(K, dim=1)                                     # (B, K)
-        src = (base + idx // V).reshape(-1)                                  # (B*K,) which old beam
-        words = (idx % V).reshape(-1)                                         # (B*K,) which word
-        state = select_state(state, src)
+        cand = (scores.reshape(n * K, 1) + lp).reshape(n, K * V)               # (n, K*V)
+        scores, idx = cand.topk(K, dim=1)                                     # (n, K)
+        src = (torch.arange(n, device=dev)[:, None] * K + idx // V).reshape(-1)   # (n*K,) which old beam
+        words = (idx % V).reshape(-1)                                         # (n*K,) which word
+        state = select_state(state, src, static)
+        ch = torch.zeros(B * K, dtype=torch.long, device=dev); ch[rows] = words            # retired rows: <pad>,
+        pa = torch.arange(B * K, device=dev); pa[rows] = rows[src]                          # from themselves
+        at = a.new_zeros(B * K, a.shape[1]); at[rows] = a
+        chosen.append(ch); parent.append(pa); attn.append(at)
         n_tok = n_tok[src] + (~finished[src]).float()
-        tokens = torch.cat([tokens[src], words[:, None]], 1)                  # (B*K, t+1)
-        a = a[src].float()
-        attn = a[:, None] if attn is None else torch.cat([attn[src], a[:, None]], 1)   # (B*K, t+1, L)
         finished = finished[src] | (words == 2)
-        if finished.all(): break
-    final = scores / n_tok.reshape(B, K).clamp(min=1) ** length_norm if length_norm else scores
-    best = (torch.arange(B, device=dev) * K + final.argmax(1))               # (B,)
-    return _captions(tokens[best], attn[best], scores.reshape(-1)[best])
+        done = finished.view(n, K).all(1)                                     # (n,) images whose K beams have all ended
+        if done.all(): break
+        if done.sum() * 8 >= n:                                               # retire them, an eighth or more at a time
+            final_scores[images[done]] = scores[done]; final_len[images[done]] = n_tok.view(n, K)[done]
+            keep = (~done).nonzero().squeeze(1)                               # (n',)
+            keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).reshape(-1)   # (n'*K,)
+            state = tuple(s.index_select(0, keep if i in static else keep_rows) for i, s in enumerate(state))
+            images, rows, scores = images[keep], rows[keep_rows], scores[keep]
+            words, finished, n_tok = words[keep_rows], finished[keep_rows], n_tok[keep_rows]
+    final_scores[images] = scores; final_len[images] = n_tok.view(-1, K)
+    final = final_scores / final_len.clamp(min=1) ** length_norm if length_norm else final_scores
+    row = torch.arange(B, device=dev) * K + final.argmax(1)                  # (B,) the best beam of each image
+    best_score = final_scores.reshape(-1)[row]
+    toks, alphas = [], []
+    for t in reversed(range(len(chosen))):                                    # follow the parents back to step 0
+        toks.append(chosen[t][row]); row = parent[t][row]; alphas.append(attn[t][row])   # α of the parent that chose it
+    return _captions(torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score)
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
 def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

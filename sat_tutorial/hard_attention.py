@@ -22,8 +22,9 @@ def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
     return (alpha.detach().cumsum(-1) < u).sum(-1).clamp_max(alpha.shape[-1] - 1)   # (B,): #{i: CDF_i < u}
 
 def hard_context(feats: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-    "ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (B,)`: the annotation at the chosen location, `(B, D)`."
-    return feats[torch.arange(feats.shape[0], device=feats.device), s]              # (B, L, D) -> (B, D)
+    "ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per image: the annotation there, `(N, D)`."
+    image = torch.arange(s.shape[0], device=feats.device) // (s.shape[0] // feats.shape[0])   # (N,) row -> its image
+    return feats[image, s]                                                          # (B, L, D) -> (N, D)
 
 # %% ../nbs/07_hard_attention.ipynb #7af9d84a
 def location_log_prob(alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

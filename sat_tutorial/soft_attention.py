@@ -17,15 +17,22 @@ from .core import check_shape
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['Captioner', 'target_mask', 'caption_nll', 'SoftAttention', 'lstm_cell', 'SoftAttentionCaptioner',
-           'doubly_stochastic_penalty', 'encode', 'train_step', 'quick_train', 'show_attention']
+__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'caption_nll', 'fast_tanh_', 'additive_scores', 'SoftAttention',
+           'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty', 'encode', 'train_step', 'quick_train',
+           'show_attention']
 
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
 class Captioner(nn.Module):
     "Base class of the captioners: `forward`, `init_state`, `step`, `loss` (see the notebook for the contract)."
+    static_state: tuple[int, ...] = ()      # positions of the per-image constants in the state (one row per image)
     def init_state(self, feats: torch.Tensor) -> tuple: raise NotImplementedError
     def step(self, words: torch.Tensor, state: tuple) -> tuple: raise NotImplementedError
     def loss(self, feats, captions, lengths) -> tuple: raise NotImplementedError
+
+def rows_per_image(x: torch.Tensor, n_images: int) -> torch.Tensor:
+    "View `(N, …)` decoding rows as `(B, k, …)`: the k = N / B rows (beams) of each image together."
+    if x.shape[0] % n_images: raise ValueError(f"{x.shape[0]} rows do not split evenly over {n_images} images")
+    return x.view(n_images, x.shape[0] // n_images, *x.shape[1:])
 
 def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     "`(B, T)` True where step t predicts a real word: t < length − 1."
@@ -35,8 +42,36 @@ def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     "Per-caption negative log-likelihood `(B,)`, summed over real target words; padding never counts."
     mask = target_mask(captions, lengths)
-    nll = F.cross_entropy(logits.transpose(1, 2), captions[:, 1:], reduction="none")      # (B, T)
-    return (nll * mask).sum(1)
+    nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none")   # (B·T,): rows of V contiguous
+    return (nll.view(mask.shape) * mask).sum(1)
+
+# %% ../nbs/06_soft_attention.ipynb #f115f11c
+class _SigmoidTanh(torch.autograd.Function):
+    "tanh(x) = 2σ(2x) − 1, computed in x's own memory; backward g·(1 − y²) from the output y."
+    @staticmethod
+    def forward(ctx, x):
+        ctx.mark_dirty(x)                                  # x is overwritten: callers pass a temporary
+        y = x.mul_(2).sigmoid_().mul_(2).sub_(1)
+        ctx.save_for_backward(y)
+        return y
+    @staticmethod
+    def backward(ctx, g):
+        y, = ctx.saved_tensors
+        return torch.ops.aten.tanh_backward(g, y)
+
+def fast_tanh_(x: torch.Tensor) -> torch.Tensor:
+    "tanh(x) in place (x must be a temporary): as 2σ(2x) − 1 on CPUs, where PyTorch's sigmoid kernel is much faster than its tanh."
+    return _SigmoidTanh.apply(x) if x.device.type == "cpu" else x.tanh_()
+
+_CHUNK_BYTES = 8 << 20
+
+def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.Tensor:
+    "e = w(tanh(keys + q)) `(B, k, L)` for keys `(B, L, A)` and k queries per image `(B, k, A)`."
+    if torch.is_grad_enabled() or keys.device.type != "cpu":
+        return w(fast_tanh_(keys[:, None] + q[:, :, None])).squeeze(-1)                  # (B, k, L, A) -> (B, k, L)
+    B, L, A = keys.shape
+    n = max(1, _CHUNK_BYTES // (q.shape[1] * L * A * keys.element_size()))               # images per chunk
+    return torch.cat([w(fast_tanh_(keys[i:i + n, None] + q[i:i + n, :, None])).squeeze(-1) for i in range(0, B, n)])
 
 # %% ../nbs/06_soft_attention.ipynb #8ce8a2cf
 class SoftAttention(nn.Module):
@@ -52,11 +87,12 @@ class SoftAttention(nn.Module):
         return self.W_a(feats)
 
     def forward(self, keys: torch.Tensor, feats: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "α_t `(B, L)` and ẑ_t `(B, D)` from the keys, the annotations and h_{t−1} `(B, H)`."
-        e = self.w(torch.tanh(keys + self.W_h(h)[:, None])).squeeze(-1)     # (B, L, A) -> (B, L)
-        alpha = e.softmax(-1)                                                  # (B, L)
-        z = torch.bmm(alpha[:, None], feats).squeeze(1)                       # (B, 1, L) @ (B, L, D) -> (B, D)
-        return alpha, z
+        "α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the annotations `(B, L, D)` and h_{t−1} `(N, H)`, N = k·B."
+        q = rows_per_image(self.W_h(h), keys.shape[0])                         # (B, k, A)
+        e = additive_scores(keys, q, self.w)                                   # (B, k, L)
+        alpha = e.softmax(-1)                                                  # (B, k, L)
+        z = torch.bmm(alpha, feats)                                            # (B, k, L) @ (B, L, D) -> (B, k, D)
+        return alpha.flatten(0, 1), z.flatten(0, 1)                            # (N, L), (N, D)
 
 # %% ../nbs/06_soft_attention.ipynb #22568d65
 def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -67,6 +103,7 @@ def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch
 
 class SoftAttentionCaptioner(Captioner):
     "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
+    static_state = (2, 3)                                                        # a and W_a a + b
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
                  uniform_attention: bool = False):
@@ -98,15 +135,15 @@ class SoftAttentionCaptioner(Captioner):
         W_e = self.lstm.weight_ih[:, :self.embed_dim]
         return emb @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
 
-    def _recurrence(self, gates_e, h, c, feats, keys, t=None):
-        "One step from h_{t−1}, c_{t−1}: attention, context, LSTM. Returns h_t, c_t, ẑ_t, α_t."
+    def _recurrence(self, gates_e, h, c, feats, keys, t=None, W_zT=None):
+        "One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM. Returns h_t, c_t, ẑ_t, α_t."
         if self.uniform_attention:
-            alpha = torch.full(feats.shape[:2], 1 / feats.shape[1], device=feats.device, dtype=feats.dtype)
-            z = feats.mean(1)
+            alpha = torch.full((h.shape[0], feats.shape[1]), 1 / feats.shape[1], device=feats.device, dtype=feats.dtype)
+            z = feats.mean(1).repeat_interleave(h.shape[0] // feats.shape[0], 0)          # (N, D)
         else: alpha, z = self.attention(keys, feats, h)
         z = self.context(alpha, z, feats, h, t)
-        W_z = self.lstm.weight_ih[:, self.embed_dim:]
-        h, c = lstm_cell(gates_e + z @ W_z.T + h @ self.lstm.weight_hh.T, c)
+        if W_zT is None: W_zT = self.lstm.weight_ih[:, self.embed_dim:].T                 # (D, 4H)
+        h, c = lstm_cell(gates_e + z @ W_zT + h @ self.lstm.weight_hh.T, c)
         return h, c, z, alpha
 
     def _logits(self, emb, h, z):
@@ -121,9 +158,10 @@ class SoftAttentionCaptioner(Captioner):
         h, c, feats, keys = self.init_state(feats)
         emb = self.embed(captions[:, :-1])                                       # (B, T, E)
         gates_e = self._input_gates(emb)                                         # (B, T, 4H), all steps at once
+        W_zT = self.lstm.weight_ih[:, self.embed_dim:].T                         # (D, 4H), sliced once per batch
         hs, zs, alphas = [], [], []
         for t in range(emb.shape[1]):
-            h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t)
+            h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t, W_zT)
             hs.append(h); zs.append(z); alphas.append(alpha)
         logits = self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1))      # (B, T, V), one big matmul
         return logits, torch.stack(alphas, 1)
