@@ -192,11 +192,14 @@ def add_demo(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
+    from sat_tutorial import draw, ram
     p = argparse.ArgumentParser(prog="sat-tutorial", description="Visual attention models derived in notebooks: "
-                                "train, evaluate and caption with Show-Attend-Tell (soft, hard), RAM and DRAW.")
+                                "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
+                                "Bottom-Up/Top-Down; train and evaluate RAM; train and sample DRAW.")
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub)
+    ram.add_cli(sub); draw.add_cli(sub)          # the MNIST chapters keep their commands next to their models
     return p
 
 def main(argv=None) -> int:
