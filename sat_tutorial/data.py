@@ -109,8 +109,8 @@ def _missing_message(missing: list, n: int, path, root) -> str:
     return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
 
 def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
-                  check_files: bool = True, max_missing: float = 0.01) -> list[ImageRecord]:
-    "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`."
+                  check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
+    "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"caption file {path} does not exist")
     try: js = json.loads(path.read_text(encoding="utf-8"))
@@ -144,6 +144,9 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         extra = {k: v for k, v in im.items() if k not in ("filename", "filepath", "split", "sentences", "sentids")}
         records.append(ImageRecord(i, im["filename"], p, split, caps, raws,
                                    grounds if all(g is not None for g in grounds) else None, extra))
+    if report is not None:
+        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing)):
+            if v: report[k] = report.get(k, 0) + len(v)
     _warn_skips("images with no captions", no_caps, path)
     _warn_skips("empty captions", empty, path)
     if missing:
@@ -178,11 +181,12 @@ def dataset_files(name: str, data_dir=None) -> tuple[Path, Path]:
     return js, root
 
 def load_dataset(name: str, data_dir=None, restval: bool | None = None, check_files: bool = True,
-                 max_missing: float = 0.01) -> dict[str, list[ImageRecord]]:
+                 max_missing: float = 0.01, report: dict | None = None) -> dict[str, list[ImageRecord]]:
     "The train/val/test `ImageRecord`s of a Karpathy-format dataset; `restval=None` uses the dataset's default."
     js, root = dataset_files(name, data_dir)
     restval = DATASETS[name][2] if restval is None else restval
-    recs = load_karpathy(js, root, restval_to_train=restval, check_files=check_files, max_missing=max_missing)
+    recs = load_karpathy(js, root, restval_to_train=restval, check_files=check_files, max_missing=max_missing,
+                         report=report)
     return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
 
 # %% ../nbs/01_data.ipynb #b11ba41f

