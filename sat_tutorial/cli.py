@@ -55,6 +55,7 @@ def add_train(sub) -> None:
 def config_from_args(args):
     from sat_tutorial.training import TrainConfig, scenes_config
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    if str(given.get("encoder_weights")).lower() == "none": given["encoder_weights"] = None      # random initialisation
     if given.get("data", "scenes") == "scenes":
         base = asdict(scenes_config())
         if "model_kwargs" in given: given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}

