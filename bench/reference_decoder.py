@@ -85,7 +85,7 @@ class ReferenceSoftAttentionDecoder(nn.Module):
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        loss = nll.sum() / n_words + self.alpha_c * pen.mean()
+        loss = (nll.sum() + self.alpha_c * pen.sum()) / n_words
         return loss, {"nll": float(nll.detach().sum() / n_words), "penalty": float(pen.detach().mean())}
 
     @classmethod

@@ -146,7 +146,7 @@ class AdaptiveAttentionCaptioner(Captioner):
         stats = {"nll": float(nll.detach().sum() / n_words), "grounding": float((looking.detach() * mask).sum() / n_words)}
         if self.alpha_c:
             pen = doubly_stochastic_penalty(alpha_hat[..., :-1] / looking[..., None].clamp_min(1e-12), mask)   # on α_t
-            loss = loss + self.alpha_c * pen.mean()
+            loss = loss + self.alpha_c * pen.sum() / n_words                        # per word, as in notebook 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 

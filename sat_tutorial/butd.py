@@ -260,12 +260,13 @@ class BUTDCaptioner(Captioner):
     def loss(self, feats, captions, lengths):
         "Mean word cross-entropy (+ `alpha_c` × the doubly stochastic penalty if asked), and stats."
         logits, alpha = self(feats, captions, lengths)
-        loss = caption_nll(logits, captions, lengths).sum() / (lengths - 1).sum()
+        n_words = (lengths - 1).sum()
+        loss = caption_nll(logits, captions, lengths).sum() / n_words
         stats = {"nll": float(loss.detach())}
         if self.alpha_c:
-            pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths)).mean()
-            loss = loss + self.alpha_c * pen
-            stats["penalty"] = float(pen.detach())
+            pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
+            loss = loss + self.alpha_c * pen.sum() / n_words                        # per word, as in notebook 06
+            stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
 # %% ../nbs/11_butd.ipynb #0676a88e

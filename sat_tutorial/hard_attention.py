@@ -110,7 +110,7 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         b = self.baseline.to(log_py.dtype, copy=True)                              # b_{k−1}, kept apart from the update below
         ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e)
         loss = -ell.sum() / n_words
-        if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).mean()
+        if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words   # per word, as in 06
         n_sampled = sampled.sum()
         if n_sampled > 0: self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
         return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),

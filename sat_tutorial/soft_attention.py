@@ -174,12 +174,12 @@ class SoftAttentionCaptioner(Captioner):
         return self._logits(emb, h, z).log_softmax(-1), (h, c, feats, keys), alpha
 
     def loss(self, feats, captions, lengths):
-        "Mean word NLL + λ Σ_i (1 − Σ_t α_ti)² (the doubly stochastic penalty), and stats."
+        "(Σ_captions −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words: L_d per word (the doubly stochastic penalty), and stats."
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        loss = nll.sum() / n_words + self.alpha_c * pen.mean()
+        loss = (nll.sum() + self.alpha_c * pen.sum()) / n_words
         return loss, {"nll": float(nll.detach().sum() / n_words), "penalty": float(pen.detach().mean())}
 
 # %% ../nbs/06_soft_attention.ipynb #d48466aa

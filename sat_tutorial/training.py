@@ -89,7 +89,7 @@ def scenes_config(**kw) -> TrainConfig:
     "Defaults for the synthetic scenes on a CPU."
     base = dict(data="scenes", encoder="scene_cnn", feature_dim=128, embed_dim=128, hidden_dim=256, attention_dim=128,
                 dropout=0.1, lr=2e-3, batch_size=32, min_count=1, max_len=20, val_every=300, ckpt_every=300,
-                model_kwargs={"alpha_c": 0.2})
+                model_kwargs={"alpha_c": 0.0})   # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
     base.update(kw)
     return TrainConfig(**base)
 
@@ -247,8 +247,8 @@ class _LossOf(nn.Module):
 
 class GlobalBatchLoss:
     "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss."
-    def __init__(self, model: nn.Module, ddp_loss: nn.Module, world: int):
-        self.model, self.ddp_loss, self.world, self.weight = model, ddp_loss, world, 1.0
+    def __init__(self, ddp_loss: nn.Module, world: int):
+        self.ddp_loss, self.world, self.weight = ddp_loss, world, 1.0
 
     def __call__(self, model, feats, batch):
         import torch.distributed as dist
@@ -257,11 +257,7 @@ class GlobalBatchLoss:
         tot = torch.tensor([n * self.weight, b * self.weight], dtype=torch.float64, device=feats.device)
         dist.all_reduce(tot)                                                      # N, B of the whole batch
         N, B = tot.tolist()
-        alpha = getattr(self.model, "alpha_c", None)
-        if alpha and self.weight: self.model.alpha_c = alpha * (b / B) * (N / n)   # penalty term: W·b_r/B after the scaling
-        try: loss, stats = self.ddp_loss(feats, caps, lengths)
-        finally:
-            if alpha: self.model.alpha_c = alpha
+        loss, stats = self.ddp_loss(feats, caps, lengths)
         c = self.world * n * self.weight / N                                     # c_r = W n_r / N
         stats = {**stats, "_share_words": n * self.weight / N, "_share_captions": b * self.weight / B}
         return loss * c, stats
@@ -350,7 +346,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         from torch.nn.parallel import DistributedDataParallel as DDP
         ids = [device.index] if device.type == "cuda" else None
         if any(p.requires_grad for p in encoder.parameters()): run_encoder = DDP(encoder, device_ids=ids)
-        loss_fn_step = GlobalBatchLoss(model, DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world)
+        loss_fn_step = GlobalBatchLoss(DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world)
         log(f"distributed training on {world} processes ({dist.get_backend()}), {cfg.batch_size} captions per step in all")
     amp_dtype, scaler = _amp(cfg, device)
     def save(name, everyone=True):

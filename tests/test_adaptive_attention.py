@@ -129,8 +129,8 @@ def test_fit_smoke_with_the_scenes_preset(tmp_path):
     from sat_tutorial.training import fit, load_captioner, scenes_config
     cfg = scenes_config(model="adaptive", steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
-    assert cfg.model_kwargs == {"alpha_c": 0.2}            # the preset's penalty weight is accepted by this model
+    assert cfg.model_kwargs == {"alpha_c": 0.0}            # the preset's penalty weight is accepted by this model
     summary = fit(cfg, tmp_path, progress=False, log=lambda *a: None)
     assert summary["steps"] == 2
     enc, model, vocab, _ = load_captioner(tmp_path / "last.pt")
-    assert isinstance(model, AdaptiveAttentionCaptioner) and model.alpha_c == 0.2
+    assert isinstance(model, AdaptiveAttentionCaptioner) and model.alpha_c == 0.0
