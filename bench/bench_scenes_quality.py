@@ -1,7 +1,10 @@
 """Quality targets on the synthetic scenes (issue 3/5): train each captioner for at most N CPU minutes, select on
-validation CIDEr, evaluate 1000 held-out scenes (a seed never used in training) at beam 3.
+validation CIDEr, evaluate 1000 held-out scenes (a seed never used in training) at beam 3. With --scst-minutes, continue
+each model with self-critical training (CIDEr-D reward, greedy baseline) from its cross-entropy checkpoint and evaluate
+that too.
 
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,hard,uniform
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5
 
 Prints a table and writes bench/out/scenes_quality.json. Not run by CI.
 """
@@ -21,6 +24,21 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
 }
 
 
+def train_and_evaluate(name, model, mk, cfg, recs, run):
+    t0 = time.perf_counter()
+    summary = fit(cfg, run, records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True))
+    train_min = (time.perf_counter() - t0) / 60
+    enc, m, vocab, _ = load_captioner(run / "best.pt")
+    t1 = time.perf_counter()
+    met, caps = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+    row = {"variant": name, "model": model, "encoder": cfg.encoder, "model_kwargs": mk, "steps": summary["steps"],
+           "train_minutes": round(train_min, 2), "best_val": summary["best"], "eval_seconds": round(time.perf_counter() - t1, 1),
+           **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
+           "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
+    print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0, help="training time budget per model")
@@ -31,6 +49,8 @@ def main():
     ap.add_argument("--n-test", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--alpha-c", type=float, default=None, help="override the doubly stochastic penalty weight")
+    ap.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training for this many minutes (0: none)")
+    ap.add_argument("--scst-lr", type=float, default=2e-4)
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
@@ -45,18 +65,12 @@ def main():
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed)
         recs = load_records(cfg)
-        t0 = time.perf_counter()
-        summary = fit(cfg, out / f"scenes_{name}", records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True))
-        train_min = (time.perf_counter() - t0) / 60
-        enc, m, vocab, _ = load_captioner(out / f"scenes_{name}" / "best.pt")
-        t1 = time.perf_counter()
-        met, caps = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
-        row = {"variant": name, "model": model, "model_kwargs": mk, "steps": summary["steps"], "train_minutes": round(train_min, 2),
-               "best_val": summary["best"], "eval_seconds": round(time.perf_counter() - t1, 1),
-               **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
-               "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
-        rows.append(row)
-        print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
+        rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}"))
+        if args.scst_minutes:
+            scfg = scenes_config(**{**{k: v for k, v in vars(cfg).items()}, "scst": True, "init_from": str(out / f"scenes_{name}" / "best.pt"),
+                                    "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "val_every": 100,
+                                    "ckpt_every": 100, "steps": args.steps})
+            rows.append(train_and_evaluate(name + "+scst", model, mk, scfg, recs, out / f"scenes_{name}_scst"))
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
             "load_avg": os.getloadavg(), "args": vars(args)}
     hdr = f"{'variant':10} {'steps':>6} {'min':>5} {'BLEU-4':>7} {'CIDEr':>7} {'METEOR':>7} {'AttCorr':>8} {'len':>5}"

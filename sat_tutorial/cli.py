@@ -19,7 +19,7 @@ __all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'add_ev
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
     "model": "captioner: soft | hard | adaptive | butd", "data": "dataset: scenes | flickr8k | flickr30k | coco",
-    "encoder": "scene_cnn, a torchvision backbone (resnet50/101/152, vgg16/19) or efficientnet-lite0/1/2; "
+    "encoder": "scene_cnn, scene_regions (bottom-up boxes, for butd; the default there), a torchvision backbone (resnet50/101/152, vgg16/19) or efficientnet-lite0/1/2; "
                "with --features: the backbone that made them",
     "data_dir": "folder holding the dataset folders, or one dataset's folder (default: $SAT_TUTORIAL_DATA)",
     "restval": "train on COCO's restval images too (default: on for coco)",
@@ -57,7 +57,7 @@ def config_from_args(args):
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
     if str(given.get("encoder_weights")).lower() == "none": given["encoder_weights"] = None      # random initialisation
     if given.get("data", "scenes") == "scenes":
-        base = asdict(scenes_config())
+        base = asdict(scenes_config(model=given.get("model", "soft")))   # butd: bottom-up scene regions
         if "model_kwargs" in given: given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}
         return TrainConfig.from_dict({**base, **given})
     return TrainConfig.from_dict({**asdict(TrainConfig()), "encoder": "resnet101", **given})
@@ -147,6 +147,9 @@ def cmd_caption(args) -> int:
         enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
         cfg = replace(cfg, features=None)
     size = encoder_image_size(cfg.encoder)
+    if getattr(enc, "needs_boxes", False):
+        raise ValueError(f"{args.checkpoint} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
+                         "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")
     tf = transform_for(cfg)
     for n, f in enumerate(args.images):
         im = load_image(f)

@@ -144,14 +144,17 @@ class PrecomputedFeatures(nn.Module):
     def forward(self, x): return x
 
 def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
-    "An encoder by name: `'scene_cnn'`, a torchvision backbone, or an EfficientNet-Lite."
+    "An encoder by name: `'scene_cnn'`, `'scene_regions'` (notebook 11), a torchvision backbone, or an EfficientNet-Lite."
     if name == "scene_cnn": return SceneCNN(feature_dim)
+    if name == "scene_regions":
+        from sat_tutorial.butd import SceneRegionEncoder                  # defined later in the book; imported on use
+        return SceneRegionEncoder(feature_dim)
     if name in LITE: return EfficientNetLiteEncoder(name, weights, grid, fine_tune)
     return TorchvisionEncoder(name, weights, grid, fine_tune)
 
 def encoder_image_size(name: str) -> int:
     "The input size a backbone is made for: 64 for the scenes, the native size of an EfficientNet-Lite, else 224."
-    return 64 if name == "scene_cnn" else LITE.get(name, 224)
+    return 64 if name in ("scene_cnn", "scene_regions") else LITE.get(name, 224)
 
 # %% ../nbs/05_encoders.ipynb #1c8bbb2e
 class _Images(torch.utils.data.Dataset):

@@ -90,6 +90,7 @@ def scenes_config(**kw) -> TrainConfig:
     base = dict(data="scenes", encoder="scene_cnn", feature_dim=128, embed_dim=128, hidden_dim=256, attention_dim=128,
                 dropout=0.1, lr=2e-3, batch_size=32, min_count=1, max_len=20, val_every=300, ckpt_every=300,
                 model_kwargs={"alpha_c": 0.0})   # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
+    if kw.get("model") == "butd": base["encoder"] = "scene_regions"      # bottom-up regions: the objects' boxes + distractors
     base.update(kw)
     return TrainConfig(**base)
 
@@ -119,7 +120,11 @@ def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list
     "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
     if cfg.data == "scenes":
         from sat_tutorial.scenes import scene_splits
-        return scene_splits(cfg.n_train, cfg.n_val, cfg.n_test, seed=cfg.seed)
+        splits = scene_splits(cfg.n_train, cfg.n_val, cfg.n_test, seed=cfg.seed)
+        if cfg.encoder == "scene_regions":                                # region boxes for the bottom-up encoder (notebook 11)
+            from sat_tutorial.butd import add_scene_regions
+            splits = {s: add_scene_regions(r, seed=cfg.seed) for s, r in splits.items()}
+        return splits
     # with stored features the image files are not needed: the feature file says which images it has
     return load_dataset(cfg.data, cfg.data_dir, cfg.restval, check_files=not cfg.features, max_missing=cfg.max_missing, report=report)
 

@@ -177,3 +177,23 @@ def test_npz_loader_layouts_and_errors(tmp_path):
     for name, msg in (("mismatch", "36 boxes but 'x' has shape"), ("nofeat", "no feature array"), ("corrupt", "not a readable .npz")):
         with pytest.raises(ValueError, match=f"{name}.npz.*{msg}"):
             load_bottom_up_npz(tmp_path / f"{name}.npz")
+
+
+def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
+    "`sat-tutorial train --model butd --data scenes` trains on region boxes, and evaluation grounds words over those regions."
+    from sat_tutorial.cli import main
+    from sat_tutorial.training import evaluate, load_captioner, load_records, transform_for
+    out = tmp_path / "butd"
+    assert main(["train", "--model", "butd", "--data", "scenes", "--out", str(out), "--steps", "3", "--n-train", "40", "--n-val", "0",
+                 "--n-test", "6", "--batch-size", "8", "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8",
+                 "--feature-dim", "8", "--val-every", "0", "--ckpt-every", "0", "--device", "cpu"]) == 0
+    enc, model, vocab, cfg = load_captioner(out / "best.pt")
+    assert cfg.encoder == "scene_regions" and getattr(enc, "needs_boxes", False)
+    test = load_records(cfg)["test"]
+    assert all(len(r.extra["regions"]) == 6 for r in test)
+    m, _ = evaluate(enc, model, test, transform_for(cfg), vocab, beam_size=2, max_len=6, meteor=False)
+    assert m["n_images"] == 6 and 0.0 <= m.get("attention_correctness", 0.0) <= 1.0
+    from PIL import Image
+    Image.new("RGB", (64, 64)).save(tmp_path / "x.png")
+    assert main(["caption", "--checkpoint", str(out / "best.pt"), str(tmp_path / "x.png")]) == 1   # a clear error, not a traceback
+    assert "region encoder 'scene_regions'" in capsys.readouterr().err
