@@ -47,16 +47,18 @@ def reinforce_surrogate(log_py: torch.Tensor, log_ps: torch.Tensor, entropy: tor
 class HardAttentionCaptioner(SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the REINFORCE rule of Xu et al. 2015, §4.1."
     INFERENCE = ("argmax", "expected", "sample")
+    BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str = "argmax", **soft_options):
+                 inference: str = "argmax", baseline_kind: str = "moving_average", **soft_options):
         "`soft_options`: any further option of `SoftAttentionCaptioner`."
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
+        if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
-        self.baseline_decay, self.inference = baseline_decay, inference
+        self.baseline_decay, self.inference, self.baseline_kind = baseline_decay, inference, baseline_kind
         self.register_buffer("baseline", torch.zeros(()))                          # b_k
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
         self._forced = self._expected = self._trace = None                        # set only during `rollout`
@@ -87,6 +89,15 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         return self.rollout(feats, captions, lengths, s, expected)[:2]
 
     @torch.no_grad()
+    def expected_reward(self, feats, captions, lengths) -> torch.Tensor:
+        "log p(y | a, ẑ_t = Σ α a) per caption `(B,)`, without dropout: a baseline that depends on a and y but not on s̃."
+        was = self.training
+        self.eval()
+        try: logits, _, _ = self.rollout(feats, captions, lengths, expected=torch.ones(len(feats), dtype=torch.bool, device=feats.device))
+        finally: self.train(was)
+        return -caption_nll(logits, captions, lengths)
+
+    @torch.no_grad()
     def update_baseline(self, reward: float) -> None:
         "b_k = d·b_{k−1} + (1 − d)·reward with d = `baseline_decay` (0.9); the first update sets b = reward."
         if self.baseline_steps == 0: self.baseline.fill_(reward)
@@ -108,13 +119,17 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
         b = self.baseline.to(log_py.dtype, copy=True)                              # b_{k−1}, kept apart from the update below
+        if self.baseline_kind == "expected":                                       # b(a, y) for the images that sampled
+            rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_py)
+            if len(rows): b[rows] = self.expected_reward(feats[rows], captions[rows], lengths[rows])
         ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e)
         loss = -ell.sum() / n_words
         if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words   # per word, as in 06
         n_sampled = sampled.sum()
         if n_sampled > 0: self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
         return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),
-                      "baseline": float(b), "expected": float(expected.float().mean())}
+                      "baseline": float(b.sum() / sampled.sum().clamp_min(1)) if b.dim() else float(b),
+                      "expected": float(expected.float().mean())}
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6
 def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
