@@ -24,6 +24,8 @@ from pathlib import Path
 
 import torch
 
+from benchutil import loadavg, table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 import contextlib  # noqa: E402
 import sat_tutorial.decoding as decoding  # noqa: E402
@@ -32,18 +34,6 @@ from sat_tutorial.soft_attention import SoftAttentionCaptioner  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "decoding.json"
 END = 2
-
-
-def table(rows, cols=None):
-    cols = cols or list(rows[0])
-    w = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
-    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
-    for r in rows: print("  ".join(str(r.get(c, "")).ljust(n) for c, n in zip(cols, w)))
-
-
-def loadavg():
-    try: return [round(x, 2) for x in os.getloadavg()]
-    except OSError: return None
 
 
 def mem_available():

@@ -19,6 +19,8 @@ if "SAT_TUTORIAL_DATA" not in os.environ and _shared.is_dir(): os.environ["SAT_T
 import numpy as np
 import torch
 
+from benchutil import table  # noqa: E402
+
 from sat_tutorial.ram import (TASKS, TEST_SEED, GlimpseMNIST, RAMConfig, evaluate_ram, ram_loss, retina,
                               retina_reference, train_ram)
 
@@ -35,12 +37,6 @@ def merge(key, value):
     data["machine"] = {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
                        "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
     OUT.write_text(json.dumps(data, indent=1))
-
-
-def table(rows, cols):
-    w = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
-    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
-    for r in rows: print("  ".join(str(r[c]).ljust(n) for c, n in zip(cols, w)))
 
 
 def throughput(args):

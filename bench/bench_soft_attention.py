@@ -15,29 +15,14 @@ from pathlib import Path
 
 import torch
 
+from benchutil import loadavg, sig, table  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_decoder import ReferenceSoftAttentionDecoder  # noqa: E402
 from sat_tutorial.soft_attention import SoftAttentionCaptioner  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "soft_attention.json"
-
-
-def table(rows, cols=None):
-    cols = cols or list(rows[0])
-    w = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
-    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
-    for r in rows: print("  ".join(str(r.get(c, "")).ljust(n) for c, n in zip(cols, w)))
-
-
-def sig(x, n=3):
-    "x rounded to n significant figures (readable at paper sizes and in --quick)."
-    return float(f"{x:.{n}g}")
-
-
-def loadavg():
-    try: return [round(x, 2) for x in os.getloadavg()]
-    except OSError: return None
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from sat_tutorial.soft_attention import caption_nll, doubly_stochastic_penalty, target_mask
+from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
 
 class TutorialAttention(nn.Module):
@@ -79,14 +79,8 @@ class ReferenceSoftAttentionDecoder(nn.Module):
             alphas[:, t] = alpha
         return predictions, alphas
 
-    def loss(self, feats, captions, lengths):
-        "The same loss as `SoftAttentionCaptioner.loss`: mean word NLL + λ Σ_i (1 − Σ_t α_ti)²."
-        logits, alpha = self(feats, captions, lengths)
-        nll = caption_nll(logits, captions, lengths)
-        n_words = (lengths - 1).sum()
-        pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        loss = (nll.sum() + self.alpha_c * pen.sum()) / n_words
-        return loss, {"nll": float(nll.detach().sum() / n_words), "penalty": float(pen.detach().mean())}
+    # the same objective as the package's model: its `loss` only calls `self(...)` and reads `alpha_c`
+    loss = SoftAttentionCaptioner.loss
 
     @classmethod
     def from_captioner(cls, model) -> "ReferenceSoftAttentionDecoder":

@@ -33,3 +33,14 @@ def fake_features(path: Path, keys, L: int = 4, D: int = 16, seed: int = 0, fail
     meta = {"backbone": "resnet50", "grid": int(L ** 0.5), "dataset": "flickr8k", "weights": None, **meta}
     FeatureStore.assemble(path, list(keys), L, D, meta, [(0, x, bad)]).close()
     return path
+
+
+def caption_batch(V: int = 15, B: int = 3, T: int = 6):
+    "Padded captions `(B, T)` of lengths T, T − 2, 3 (<start> … <end> <pad>…) with random words below V, and the lengths."
+    import torch
+    from sat_tutorial.data import Vocab
+    torch.manual_seed(0)
+    lengths = torch.tensor([T, T - 2, 3])
+    caps = torch.randint(4, V, (B, T)); caps[:, 0] = Vocab.start
+    for b, n in enumerate(lengths): caps[b, n - 1] = Vocab.end; caps[b, n:] = Vocab.pad
+    return caps, lengths

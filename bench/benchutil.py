@@ -1,0 +1,21 @@
+"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures."""
+import os
+
+
+def table(rows, cols=None):
+    "Print dicts as aligned columns (`cols`: which keys, in order; default: the first row's)."
+    cols = cols or list(rows[0])
+    w = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
+    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
+    for r in rows: print("  ".join(str(r.get(c, "")).ljust(n) for c, n in zip(cols, w)))
+
+
+def loadavg():
+    "The 1/5/15-minute load averages, or None where the OS has none."
+    try: return [round(x, 2) for x in os.getloadavg()]
+    except OSError: return None
+
+
+def sig(x, n=3):
+    "x rounded to n significant figures."
+    return float(f"{x:.{n}g}")

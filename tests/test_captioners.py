@@ -1,0 +1,74 @@
+"""The Captioner protocol, checked the same way for every captioner: shapes, clear errors, `step` replaying `forward`,
+and padding that never matters."""
+import pytest
+import torch
+
+from fakes import caption_batch
+from sat_tutorial.adaptive_attention import AdaptiveAttentionCaptioner
+from sat_tutorial.butd import BUTDCaptioner
+from sat_tutorial.data import Vocab
+from sat_tutorial.hard_attention import HardAttentionCaptioner
+from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
+CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner]
+
+
+def small(cls, **kw):
+    torch.manual_seed(1)
+    return cls(15, 8, **{**dict(embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0), **kw})
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_protocol_shapes(cls):
+    m = small(cls, dropout=0.5)
+    caps, lengths = caption_batch()
+    feats = torch.randn(3, 10, 8)
+    logits, attn = m(feats, caps, lengths)
+    assert logits.shape == (3, 5, 15) and attn.shape == (3, 5, 10)
+    state = m.init_state(feats)
+    assert isinstance(state, tuple) and all(isinstance(s, torch.Tensor) and s.shape[0] == 3 for s in state)
+    lp, state2, a = m.step(caps[:, 0], state)
+    assert lp.shape == (3, 15) and a.shape == (3, 10) and len(state2) == len(state)
+    assert torch.allclose(lp.exp().sum(-1), torch.ones(3), atol=1e-5)
+    loss, stats = m.loss(feats, caps, lengths)
+    assert loss.ndim == 0 and "nll" in stats
+    assert all(0 <= i < len(state) for i in cls.static_state)
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_wrong_feature_dim_is_a_clear_error(cls):
+    caps, lengths = caption_batch()
+    with pytest.raises(ValueError, match="feats: dim 2 should be 8"):
+        small(cls)(torch.randn(3, 10, 9), caps, lengths)
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_step_replays_forward_in_eval_mode(cls):
+    m = small(cls, dropout=0.3).eval()
+    caps, lengths = caption_batch()
+    feats = torch.randn(3, 10, 8)
+    with torch.no_grad():
+        logits, attn = m(feats, caps, lengths)
+        st = m.init_state(feats)
+        for t in range(caps.shape[1] - 1):
+            lp, st, a = m.step(caps[:, t], st)
+            assert torch.allclose(lp, logits[:, t].log_softmax(-1), atol=1e-5)
+            assert torch.allclose(a, attn[:, t], atol=1e-6)
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+@pytest.mark.parametrize("alpha_c", [0.0, 0.5])
+def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
+    "Other words in the padded positions change neither the loss nor any gradient (same seed: same dropout, same samples)."
+    m = small(cls, dropout=0.3, alpha_c=alpha_c)
+    caps, lengths = caption_batch()
+    feats = torch.randn(3, 10, 8)
+    other = caps.clone(); other[caps == Vocab.pad] = 9
+    out = []
+    for c in (caps, other):
+        if isinstance(m, HardAttentionCaptioner): m.baseline.fill_(-10.0); m.baseline_steps.fill_(1)   # the same b
+        torch.manual_seed(1); m.zero_grad()
+        loss, stats = m.loss(feats, c, lengths); loss.backward()
+        assert "penalty" in stats or not alpha_c or isinstance(m, HardAttentionCaptioner)
+        out.append((loss.detach(), torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])))
+    assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
