@@ -25,7 +25,7 @@ _FLAG_HELP = {
     "restval": "train on COCO's restval images too (default: on for coco)",
     "max_missing": "refuse a dataset or feature file missing more than this share of its images (fewer: skipped, counted)",
     "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
-    "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init",
+    "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init; for scene_cnn a checkpoint of `train` (its encoder, frozen unless --fine-tune)",
     "fine_tune": "train the last N blocks of the backbone", "grid": "annotation grid size (grid x grid)",
     "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",

