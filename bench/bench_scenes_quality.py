@@ -5,6 +5,10 @@ that too.
 
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,hard,uniform
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt
+
+--encoder-weights starts the scene CNN from another run's trained encoder (frozen unless --fine-tune), as Lu et al.
+start from an ImageNet-trained ResNet instead of a random CNN.
 
 Prints a table and writes bench/out/scenes_quality.json. Not run by CI.
 """
@@ -54,6 +58,8 @@ def main():
     ap.add_argument("--alpha-c", type=float, default=None, help="override the doubly stochastic penalty weight")
     ap.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training for this many minutes (0: none)")
     ap.add_argument("--scst-lr", type=float, default=2e-4)
+    ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
+    ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
@@ -66,7 +72,8 @@ def main():
         if args.alpha_c is not None and name != "uniform": mk["alpha_c"] = args.alpha_c
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
-                            n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed)
+                            n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
+                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune)
         recs = load_records(cfg)
         rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}"))
         if args.scst_minutes:

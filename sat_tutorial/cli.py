@@ -19,8 +19,8 @@ __all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'add_ev
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
     "model": "captioner: soft | hard | adaptive | butd", "data": "dataset: scenes | flickr8k | flickr30k | coco",
-    "encoder": "scene_cnn, scene_regions (bottom-up boxes, for butd; the default there), a torchvision backbone (resnet50/101/152, vgg16/19) or efficientnet-lite0/1/2; "
-               "with --features: the backbone that made them",
+    "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), a torchvision backbone (resnet50/101/152, "
+               "vgg16/19) or efficientnet-lite0/1/2; with --features: the backbone that made them",
     "data_dir": "folder holding the dataset folders, or one dataset's folder (default: $SAT_TUTORIAL_DATA)",
     "restval": "train on COCO's restval images too (default: on for coco)",
     "max_missing": "refuse a dataset or feature file missing more than this share of its images (fewer: skipped, counted)",
@@ -31,25 +31,50 @@ _FLAG_HELP = {
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
     "model_kwargs": "model-specific options as JSON, e.g. '{\"alpha_c\": 1.0}'",
+    "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
+    "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
+    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth)",
+    "warmup": "learning-rate warm-up steps", "batch_size": "captions per step (all processes together under torchrun)",
+    "epochs": "passes over the training captions (when --steps is 0)", "clip": "clip the gradient norm to this (0: no clipping)",
+    "seed": "seed of every RNG, the data order and the scenes", "num_workers": "DataLoader worker processes",
+    "ckpt_every": "write last.pt every N steps", "val_beam": "beam size of validation decoding", "max_len": "longest caption decoded",
+    "n_train": "scenes generated for training (--data scenes)", "n_val": "validation scenes", "n_test": "test scenes",
+    "min_count": "words seen fewer times in training become <unk>",
+    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of sampled captions; start it with --init-from",
+    "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the other samples of the image)",
+    "scst_samples": "captions sampled per image", "init_from": "start from this checkpoint's weights (the cross-entropy model for --scst)",
 }
+
+_REAL_DATA = {"encoder": "resnet101"}      # where real datasets differ from TrainConfig's defaults (which suit the scenes' CNN)
+
+def _defaults(name: str) -> str:
+    "What a train flag falls back to: the value for real datasets, and the scenes preset's where it differs."
+    from sat_tutorial.training import TrainConfig, scenes_config
+    show = lambda v: "none" if v is None else ({True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else
+                                               json.dumps(v) if isinstance(v, dict) else v)
+    real, scenes = {**asdict(TrainConfig()), **_REAL_DATA}[name], getattr(scenes_config(), name)
+    return f"default: {show(real)}" + (f"; scenes: {show(scenes)}" if scenes != real else "")
 
 def add_train(sub) -> None:
     from sat_tutorial.training import TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
                        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
-                       "share each batch (distributed data parallel).", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "share each batch (distributed data parallel). Options left out take the defaults shown: the "
+                       "scenes preset (small model, CPU-sized) for --data scenes, the paper's sizes for real datasets.")
     p.add_argument("--out", required=True, help="output folder for checkpoints and logs")
     p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
     p.add_argument("--evaluate", action="store_true", help="after training, evaluate best.pt on the test split (beam 3)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
-        if f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=_FLAG_HELP.get(f.name, ""))
-        elif f.type == "bool | None": p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=_FLAG_HELP.get(f.name, ""))
-        elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=_FLAG_HELP[f.name])
+        text = _FLAG_HELP.get(f.name, f.name.replace("_", " "))
+        text = text if "default" in text else f"{text} ({_defaults(f.name)})"     # None below: "not given", so the preset decides
+        if f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
+        elif f.type == "bool | None": p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
         else:
             typ = {"int": int, "float": float}.get(str(f.type), str)
-            p.add_argument(flag, type=typ, default=None, help=_FLAG_HELP.get(f.name, f.name.replace("_", " ")))
+            p.add_argument(flag, type=typ, default=None, help=text)
     p.set_defaults(func=cmd_train)
 
 def config_from_args(args):
@@ -60,7 +85,7 @@ def config_from_args(args):
         base = asdict(scenes_config(model=given.get("model", "soft")))   # butd: bottom-up scene regions
         if "model_kwargs" in given: given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}
         return TrainConfig.from_dict({**base, **given})
-    return TrainConfig.from_dict({**asdict(TrainConfig()), "encoder": "resnet101", **given})
+    return TrainConfig.from_dict({**asdict(TrainConfig()), **_REAL_DATA, **given})
 
 def split_inputs(cfg, split: str):
     "Records of `split` and how to load them: (records, transform, loader or None) — stored features when the run used them."

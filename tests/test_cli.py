@@ -46,3 +46,13 @@ def test_draw_train_and_sample_through_main(tmp_path):
     assert json.loads((tmp_path / "metrics.json").read_text())["steps"] == 2
     assert main(["draw", "sample", "--checkpoint", str(tmp_path / "checkpoint.pt"), "--n", "2", "--out", str(tmp_path / "s.png")]) == 0
     assert (tmp_path / "s.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_train_help_shows_the_defaults_that_apply(capsys):
+    "Flags default to None internally ('not given'); --help must show the value the preset fills in, never 'None'."
+    from sat_tutorial.training import TrainConfig, scenes_config
+    with pytest.raises(SystemExit): build_parser().parse_args(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "default: None" not in out
+    assert f"(default: {TrainConfig().hidden_dim}; scenes: {scenes_config().hidden_dim})" in out
+    assert f"(default: resnet101; scenes: {scenes_config().encoder})" in out

@@ -1,0 +1,57 @@
+"""`make bench`: the speed benchmarks one after another (about 10 minutes on 2 idle CPU cores), then a list of the
+quality runs, which take an hour or more each and are started by hand.
+
+    .venv/bin/python bench/run_all.py            # all speed benchmarks
+    .venv/bin/python bench/run_all.py --only soft_attention decoding
+    .venv/bin/python bench/run_all.py --list     # the commands, nothing run
+
+Each benchmark prints its own table and writes its JSON under bench/out/; measured numbers are collected by hand in
+bench/RESULTS.md with the date and machine. Not run by CI (tests check correctness, never time).
+"""
+import argparse, subprocess, sys, time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SPEED = {  # name: arguments of one benchmark script (issue that sets the target)
+    "soft_attention": ["bench_soft_attention.py"],                                  # issue 3: train step vs reference decoder
+    "decoding": ["bench_decoding.py", "--feature-dims", "2048", "512", "--batch-sizes", "50", "100", "500"],  # issue 3
+    "ram": ["bench_ram.py", "throughput"],                                          # issue 4: retina vs per-image loop
+    "draw": ["bench_draw.py", "--skip", "runs", "ablation"],                        # issue 4: images/s with/without attention
+    "flickr8k_throughput": ["bench_flickr8k.py", "throughput"],                     # issue 6: features vs CNN online, AMP
+}
+QUALITY = [  # long runs, listed not started
+    "bench_scenes_quality.py --minutes 10 --models soft,hard,uniform",
+    "bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5",
+    "bench_scenes_quality.py --minutes 10 --models adaptive",
+    "bench_flickr8k.py quality --model soft --minutes 60",
+    "bench_flickr8k.py quality --model hard --minutes 60",
+    "bench_ram.py train --task translated --minutes 10",
+    "bench_draw.py --skip throughput ablation --minutes 4.5",
+]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", choices=list(SPEED), help="run only these speed benchmarks")
+    p.add_argument("--list", action="store_true", help="print the commands and exit")
+    args = p.parse_args(argv)
+    todo = args.only or list(SPEED)
+    if args.list:
+        for name in todo: print(" ".join([sys.executable, str(HERE / SPEED[name][0]), *SPEED[name][1:]]))
+    failed = []
+    for name in ([] if args.list else todo):
+        cmd = [sys.executable, str(HERE / SPEED[name][0]), *SPEED[name][1:]]
+        print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
+        t0 = time.perf_counter()
+        r = subprocess.run(cmd, cwd=HERE.parent)
+        print(f"=== {name}: exit {r.returncode} after {time.perf_counter() - t0:.0f} s", flush=True)
+        if r.returncode: failed.append(name)
+    print("\nQuality runs (an hour or more each; start them by hand):")
+    for q in QUALITY: print(f"  {sys.executable} {HERE / q.split()[0]} {' '.join(q.split()[1:])}")
+    if failed: print(f"\nfailed: {', '.join(failed)}"); return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
