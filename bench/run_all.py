@@ -1,5 +1,5 @@
-"""`make bench`: the speed benchmarks one after another (about 10 minutes on 2 idle CPU cores), then a list of the
-quality runs, which take an hour or more each and are started by hand.
+"""`make bench`: the speed benchmarks one after another (minutes each on 2 idle CPU cores), then a list of the
+quality runs, which take 10 to 60 minutes each and are started by hand.
 
     .venv/bin/python bench/run_all.py            # all speed benchmarks
     .venv/bin/python bench/run_all.py --only soft_attention decoding
@@ -20,7 +20,7 @@ SPEED = {  # name: arguments of one benchmark script (issue that sets the target
     "draw": ["bench_draw.py", "--skip", "runs", "ablation"],                        # issue 4: images/s with/without attention
     "flickr8k_throughput": ["bench_flickr8k.py", "throughput"],                     # issue 6: features vs CNN online, AMP
 }
-QUALITY = [  # long runs, listed not started
+QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_scenes_quality.py --minutes 10 --models soft,hard,uniform",
     "bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5",
     "bench_scenes_quality.py --minutes 10 --models adaptive",
@@ -47,7 +47,7 @@ def main(argv=None):
         r = subprocess.run(cmd, cwd=HERE.parent)
         print(f"=== {name}: exit {r.returncode} after {time.perf_counter() - t0:.0f} s", flush=True)
         if r.returncode: failed.append(name)
-    print("\nQuality runs (an hour or more each; start them by hand):")
+    print("\nQuality runs (10 to 60 minutes each; start them by hand):")
     for q in QUALITY: print(f"  {sys.executable} {HERE / q.split()[0]} {' '.join(q.split()[1:])}")
     if failed: print(f"\nfailed: {', '.join(failed)}"); return 1
     return 0
