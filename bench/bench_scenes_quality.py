@@ -21,9 +21,9 @@ from sat_tutorial.training import evaluate, fit, load_captioner, load_records, s
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
-    "hard": ("hard", {}),                                                 # the paper's rule: λ_r = 1, moving-average b
+    "hard": ("hard", {"lambda_r": 1.0}),                                  # the paper's rule: λ_r = 1, moving-average b
     "hard_expected_b": ("hard", {"baseline_kind": "expected"}),           # per-image baseline log p(y | a, Σ α a)
-    "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1}),
+    "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1}),                      # what scenes_config(model="hard") uses
     "hard_no_reinforce": ("hard", {"lambda_r": 0.0}),                     # ablation: sampled reads without the REINFORCE term
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),

@@ -21,11 +21,11 @@ SPEED = {  # name: arguments of one benchmark script (issue that sets the target
     "flickr8k_throughput": ["bench_flickr8k.py", "throughput"],                     # issue 6: features vs CNN online, AMP
 }
 QUALITY = [  # long runs (10-60 min each), listed not started
-    "bench_scenes_quality.py --minutes 10 --models soft,hard,uniform",
     "bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5",
-    "bench_scenes_quality.py --minutes 10 --models adaptive",
-    "bench_flickr8k.py quality --model soft --minutes 60",
-    "bench_flickr8k.py quality --model hard --minutes 60",
+    "bench_scenes_quality.py --minutes 10 --models hard,hard_expected_b,hard_lambda_r0.1,hard_no_reinforce,uniform",
+    "bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt",
+    "bench_flickr8k.py quality --model soft --minutes 42",
+    "bench_flickr8k.py quality --model hard --minutes 55",
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
 ]
