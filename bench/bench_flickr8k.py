@@ -80,14 +80,14 @@ def quality(args):
                       batch_size=args.batch_size, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c})
+                      model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r} if args.model == "hard" else {})})
     # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
     rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
     steps = max(10, int(rate * args.minutes * 60 * 0.85))
     cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
     print(f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
           f"{cfg.batch_size}) for up to {args.minutes} min: {rate:.2f} steps/s measured -> {steps} steps planned")
-    run = OUT / f"flickr8k_{args.model}{f'_limit{args.limit_images}' if args.limit_images else ''}_run"
+    run = OUT / f"flickr8k_{name(args)}_run"
     summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
     enc, model, vocab, cfg2 = load_captioner(run / "best.pt", device)
     stores = open_features(cfg2, {"test": recs["test"]})
@@ -110,9 +110,15 @@ def quality(args):
     print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']} of {summary['steps']}; "
           f"{summary['minutes']:.1f} min of training)")
     if args.limit_images: print("NOTE: --limit-images run: a smoke test, not a result")
-    out = Path(args.out or OUT / f"flickr8k_{args.model}{f'_limit{args.limit_images}' if args.limit_images else ''}.json")
+    out = Path(args.out or OUT / f"flickr8k_{name(args)}.json")
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
     print(f"wrote {out}")
+
+
+def name(args) -> str:
+    "The run's name in bench/out: model, λ_r if not the paper's 1, image limit."
+    lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
+    return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
 def steps_per_second(cfg, recs, device, n=10) -> float:
@@ -205,6 +211,7 @@ def main(argv=None):
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
+    p.add_argument("--lambda-r", type=float, default=1.0, help="hard attention: weight λ_r of the REINFORCE term (the paper's rule: 1)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
