@@ -36,12 +36,11 @@ def main(argv=None):
     p.add_argument("--only", nargs="+", choices=list(SPEED), help="run only these speed benchmarks")
     p.add_argument("--list", action="store_true", help="print the commands and exit")
     args = p.parse_args(argv)
-    todo = args.only or list(SPEED)
+    cmds = {name: [sys.executable, str(HERE / SPEED[name][0]), *SPEED[name][1:]] for name in args.only or SPEED}
     if args.list:
-        for name in todo: print(" ".join([sys.executable, str(HERE / SPEED[name][0]), *SPEED[name][1:]]))
+        for cmd in cmds.values(): print(" ".join(cmd))
     failed = []
-    for name in ([] if args.list else todo):
-        cmd = [sys.executable, str(HERE / SPEED[name][0]), *SPEED[name][1:]]
+    for name, cmd in ({} if args.list else cmds).items():
         print(f"\n=== {name}: {' '.join(cmd[1:])}", flush=True)
         t0 = time.perf_counter()
         r = subprocess.run(cmd, cwd=HERE.parent)
