@@ -271,7 +271,7 @@ def cmd_demo(args) -> int:
     gen, _ = generate(enc, model, sample, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
     for i, (r, c) in enumerate(zip(sample, gen)):
         words = vocab.decode(c.tokens)
-        show_attention(r.array, words, c.attn, (8, 8), title=" ".join(words)).savefig(out / f"attention_{i}.png", dpi=90)
+        show_attention(r.array, words, c.attn, (enc.grid, enc.grid), title=" ".join(words)).savefig(out / f"attention_{i}.png", dpi=90)
     print(" ".join(f"{k}={v:.1f}" for k, v in m.items() if isinstance(v, float) and k != "attention_correctness"),
           f"attention_correctness={m.get('attention_correctness', float('nan')):.3f}")
     for r in sample[:3]: print(f"  {caps[r.filename]!r}  (reference: {r.raw[0]!r})")

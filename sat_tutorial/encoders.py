@@ -28,15 +28,24 @@ def to_annotations(fmap: torch.Tensor, grid: int | None = None) -> torch.Tensor:
 
 # %% ../nbs/05_encoders.ipynb #3f7c90e2
 class SceneCNN(nn.Module):
-    "Small conv net: `(B, 3, 64, 64)` → annotations `(B, 64, D)` on an 8×8 grid."
-    def __init__(self, feature_dim: int = 128, width: int = 32):
+    "Small conv net: `(B, 3, 64, 64)` → annotations `(B, grid², D)` on an 8×8 or (with position channels) a 16×16 grid."
+    def __init__(self, feature_dim: int = 128, width: int = 32, grid: int = 8):
         super().__init__()
+        if grid not in (8, 16): raise ValueError(f"the scene CNN makes an 8×8 or a 16×16 grid, not {grid}×{grid}")
         def block(i, o): return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
-        self.net = nn.Sequential(block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2),
-                                 block(2 * width, 4 * width), nn.MaxPool2d(2), block(4 * width, feature_dim))
-        self.feature_dim, self.grid, self.frozen = feature_dim, 8, False
+        trunk = [block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2), block(2 * width, 4 * width)]
+        if grid == 8:
+            self.net, self.head = nn.Sequential(*trunk, nn.MaxPool2d(2), block(4 * width, feature_dim)), None
+        else:                                                          # 16×16: no third pooling; (x, y) channels before the last conv
+            self.net, self.head = nn.Sequential(*trunk), block(4 * width + 2, feature_dim)
+            ys, xs = torch.meshgrid(torch.linspace(-1, 1, grid), torch.linspace(-1, 1, grid), indexing="ij")
+            self.register_buffer("coords", torch.stack([xs, ys])[None], persistent=False)     # (1, 2, 16, 16)
+        self.feature_dim, self.grid, self.frozen = feature_dim, grid, False
 
-    def forward(self, x): return to_annotations(self.net(x))       # (B, D, 8, 8) -> (B, 64, D)
+    def forward(self, x):
+        f = self.net(x)                                                # (B, D, 8, 8), or (B, 4·width, 16, 16)
+        if self.head is not None: f = self.head(torch.cat([f, self.coords.expand(len(f), -1, -1, -1)], 1))
+        return to_annotations(f)                                       # (B, grid², D)
 
     def train(self, mode: bool = True):
         return super().train(mode and not self.frozen)                # a frozen CNN keeps its batch-norm statistics
@@ -147,8 +156,10 @@ class PrecomputedFeatures(nn.Module):
     def forward(self, x): return x
 
 def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
-    "An encoder by name: `'scene_cnn'`, `'scene_regions'` (notebook 11), a torchvision backbone, or an EfficientNet-Lite."
-    if name == "scene_cnn": return _pretrained(SceneCNN(feature_dim), weights, fine_tune) if weights else SceneCNN(feature_dim)
+    "An encoder by name: `'scene_cnn'` (grid 8 or 16), `'scene_regions'` (notebook 11), a torchvision backbone, or an EfficientNet-Lite."
+    if name == "scene_cnn":
+        enc = SceneCNN(feature_dim, grid=8 if grid is None else grid)
+        return _pretrained(enc, weights, fine_tune) if weights else enc
     if name == "scene_regions":
         from sat_tutorial.butd import SceneRegionEncoder                  # defined later in the book; imported on use
         return SceneRegionEncoder(feature_dim)

@@ -141,15 +141,36 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
                 embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
     fit(scenes_config(**base), tmp_path / "a", **quiet)
     src = torch.load(tmp_path / "a" / "last.pt", weights_only=True)["encoder"]
-    enc = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"))
+    enc = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), grid=16)      # the preset's grid
     assert all(torch.equal(v, enc.state_dict()[k]) for k, v in src.items())
     assert not any(p.requires_grad for p in enc.parameters()) and not enc.train().training
-    tuned = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), fine_tune=1)
+    tuned = build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), grid=16, fine_tune=1)
     assert all(p.requires_grad for p in tuned.parameters()) and tuned.train().training
     with pytest.raises(ValueError, match="last.pt does not hold weights for a SceneCNN"):
-        build_encoder("scene_cnn", 16, weights=str(tmp_path / "a" / "last.pt"))
+        build_encoder("scene_cnn", 16, weights=str(tmp_path / "a" / "last.pt"), grid=16)
+    with pytest.raises(ValueError, match="last.pt does not hold weights for a SceneCNN"):
+        build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), grid=8)
     # a run on the frozen CNN leaves it unchanged, and its checkpoint loads without the source file
     fit(scenes_config(**base, encoder_weights=str(tmp_path / "a" / "last.pt")), tmp_path / "b", **quiet)
     (tmp_path / "a" / "last.pt").unlink()
     enc_b, _, _, _ = load_captioner(tmp_path / "b" / "last.pt")
     assert all(torch.equal(v, enc_b.state_dict()[k]) for k, v in src.items())
+
+
+def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
+    "grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused default grid 14 loads as the 8×8 net it was."
+    import dataclasses, pytest, torch
+    from sat_tutorial.encoders import SceneCNN, build_encoder
+    from sat_tutorial.training import fit, load_captioner, scenes_config
+    assert build_encoder("scene_cnn", 8, grid=8)(torch.zeros(2, 3, 64, 64)).shape == (2, 64, 8)
+    assert build_encoder("scene_cnn", 8, grid=16)(torch.zeros(2, 3, 64, 64)).shape == (2, 256, 8)
+    with pytest.raises(ValueError, match="8×8 or a 16×16 grid, not 14×14"):
+        build_encoder("scene_cnn", 8, grid=14)
+    cfg = scenes_config(grid=8, steps=1, n_train=16, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
+                        embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
+    fit(cfg, tmp_path, progress=False, log=lambda *a: None)
+    ck = torch.load(tmp_path / "last.pt", weights_only=True)
+    ck["config"]["grid"] = 14                                   # what runs before the option recorded
+    torch.save(ck, tmp_path / "old.pt")
+    enc, _, _, old_cfg = load_captioner(tmp_path / "old.pt")
+    assert isinstance(enc, SceneCNN) and enc.grid == 8 and old_cfg.grid == 8
