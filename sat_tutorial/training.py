@@ -26,8 +26,8 @@ from .soft_attention import encode, train_step
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
            'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'init_distributed',
-           'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'check_compatible', 'load_captioner',
-           'SelfCritical']
+           'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible',
+           'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -281,21 +281,22 @@ def _reduce_stats(stats: dict, world: int) -> dict:
     return dict(zip(keys, v.tolist()))
 
 # %% ../nbs/12_training.ipynb #d74d2f93
-def lr_factor(step: int, warmup: int, total: int) -> float:
-    "Linear warm-up, then cosine decay from 1 to 0.1."
+def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
+    "Linear warm-up, then cosine decay from 1 to 0.1 over the run: by steps, or by `clock` (share of a time budget used) if ahead."
     w = min(1.0, (step + 1) / warmup) if warmup else 1.0
-    return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(step, total) / max(total, 1))))
+    done = min(1.0, max(step / max(total, 1), clock))                # share of the run behind us
+    return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
 def _amp(cfg, device):
     if not cfg.amp: return None, None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported(): return torch.float16, torch.amp.GradScaler("cuda")
     return torch.bfloat16, None
 
-def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history) -> dict:
+def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0) -> dict:
     return {"format": "sat_tutorial.captioner/1", "config": asdict(cfg), "vocab": vocab.to_dict(),
             "encoder": encoder.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
             "scheduler": sched.state_dict(), "step": step, "epoch": epoch, "pos": pos, "best": best,
-            "history": history, "rng": rng_state()}
+            "history": history, "rng": rng_state(), "minutes": minutes}
 
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
         progress: bool = True, log=print, stop_at: int = 0) -> dict:
@@ -337,14 +338,16 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         log(f"initialised from {cfg.init_from} (step {ck['step']})")
     per_epoch = math.ceil(len(ds) / cfg.batch_size)
     total = cfg.steps or cfg.epochs * per_epoch
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total))
-    step, epoch, pos, best, history = 0, 0, 0, {"cider": -1.0, "step": 0}, []
+    clock = 0.0                                                    # share of cfg.time_budget used (0 without one)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, clock))
+    step, epoch, pos, best, history, spent = 0, 0, 0, {"cider": -1.0, "step": 0}, [], 0.0
     if resume and (out_dir / "last.pt").exists():
         ck = load_checkpoint(out_dir / "last.pt", map_location=device)
         check_compatible(ck, cfg, vocab, out_dir / "last.pt")
         encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
         step, epoch, pos, best, history = ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"]
+        spent = ck.get("minutes", 0.0)                                 # a time budget counts the minutes before the resume
         ranks = ck.get("rng_ranks") or [ck["rng"]]
         set_rng_state(ranks[rank] if len(ranks) == world else ck["rng"])
         log(f"resumed from {out_dir / 'last.pt'} at step {step}")
@@ -363,7 +366,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         if world > 1 and everyone:
             ranks = [None] * world; dist.all_gather_object(ranks, rng_state())
         if rank == 0:
-            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history)
+            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes())
             if ranks: state["rng_ranks"] = ranks
             save_checkpoint(state, out_dir / name)
         if world > 1 and everyone: dist.barrier()
@@ -374,6 +377,13 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
         return bool(t.item())
     t0, stale, skipped, last_batch = time.perf_counter(), 0, 0, None
+    def minutes() -> float: return spent + (time.perf_counter() - t0) / 60
+    def budget_used() -> float:
+        "Share of the time budget used, the same on every process (the slowest one's clock)."
+        if not cfg.time_budget: return 0.0
+        if world == 1: return minutes() / cfg.time_budget
+        t = torch.tensor([minutes() / cfg.time_budget], device=device); dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return float(t.item())
     bar = tqdm(total=total, initial=step, disable=not progress or rank != 0, desc=f"train {cfg.model}", unit="step")
     stop = step >= total
     while not stop:
@@ -393,10 +403,11 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             last_batch = batch
             stats = train_step(run_encoder, model, batch, opt, cfg.clip, device, amp_dtype, scaler, loss_fn_step)
             if world > 1: stats = _reduce_stats(stats, world)
+            clock = budget_used()                                      # with a time budget the cosine follows the clock
             sched.step(); step += 1
             history.append({"step": step, **{k: round(v, 5) for k, v in stats.items()}})
             bar.update(1); bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.1e}")
-            timeout = agree((cfg.time_budget and (time.perf_counter() - t0) / 60 > cfg.time_budget) or step == stop_at)
+            timeout = clock >= 1 or step == stop_at
             if (cfg.val_every and step % cfg.val_every == 0) or step >= total or timeout:
                 if records.get("val") and rank == 0:
                     m, _ = evaluate(encoder, model, records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False,
@@ -420,7 +431,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         t = torch.tensor([float(skipped)], device=device); dist.all_reduce(t); skipped = int(t.item())
     if skipped: report["unreadable_image_items"] = skipped
     if not records.get("val"): save("best.pt", everyone=False)
-    summary = {"steps": step, "minutes": (time.perf_counter() - t0) / 60, "best": best, "skipped_images": skipped,
+    summary = {"steps": step, "minutes": minutes(), "best": best, "skipped_images": skipped,
                "data_problems": report, "world_size": world}
     if report:
         log("skipped data: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in report.items()))
@@ -430,11 +441,16 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         dist.barrier(); dist.destroy_process_group()
     return summary
 
+def checkpoint_config(ck: dict) -> TrainConfig:
+    "A checkpoint's run configuration; scene-CNN runs from before the grid option recorded the unused default 14 and were 8×8."
+    cfg = TrainConfig.from_dict(ck["config"])
+    return replace(cfg, grid=8) if cfg.encoder == "scene_cnn" and cfg.grid not in (8, 16) else cfg
+
 def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
-    "Refuse to resume from a checkpoint of another model, encoder or vocabulary."
+    "Refuse to resume from a checkpoint of another model, encoder (the scene CNN's grid included) or vocabulary."
     if ck.get("format") != "sat_tutorial.captioner/1": raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
-    old = ck["config"]
-    for k in ("model", "encoder", "data", "embed_dim", "hidden_dim", "attention_dim", "feature_dim"):
+    old = asdict(checkpoint_config(ck))
+    for k in ("model", "encoder", "data", "embed_dim", "hidden_dim", "attention_dim", "feature_dim") + (("grid",) if cfg.encoder == "scene_cnn" else ()):
         if old.get(k) != getattr(cfg, k):
             raise ValueError(f"{path} was trained with {k}={old.get(k)!r}, but this run has {k}={getattr(cfg, k)!r}")
     if Vocab.from_dict(ck["vocab"]) != vocab:
@@ -445,9 +461,7 @@ def load_captioner(path, device="cpu"):
     ck = load_checkpoint(path, map_location=device)
     if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
-    cfg, vocab = TrainConfig.from_dict(ck["config"]), Vocab.from_dict(ck["vocab"])
-    from dataclasses import replace
-    if cfg.encoder == "scene_cnn" and cfg.grid not in (8, 16): cfg = replace(cfg, grid=8)   # written before the grid option: 8×8
+    cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
     encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
     encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg

@@ -174,3 +174,6 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     torch.save(ck, tmp_path / "old.pt")
     enc, _, _, old_cfg = load_captioner(tmp_path / "old.pt")
     assert isinstance(enc, SceneCNN) and enc.grid == 8 and old_cfg.grid == 8
+    with pytest.raises(ValueError, match="trained with grid=8, but this run has grid=16"):
+        fit(dataclasses.replace(cfg, grid=16, steps=2), tmp_path, resume=True, progress=False, log=lambda *a: None)
+    fit(dataclasses.replace(cfg, steps=2, init_from=str(tmp_path / "old.pt")), tmp_path / "cont", progress=False, log=lambda *a: None)

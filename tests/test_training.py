@@ -52,6 +52,28 @@ def test_config_and_schedule():
     assert lr_factor(9, 10, 100) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.09)))
     assert lr_factor(100, 10, 100) == pytest.approx(0.1)
     assert sorted(EpochSampler(7, 1, 3)) == list(range(7))
+    assert lr_factor(5, 0, 100, clock=0.5) == pytest.approx(0.55)           # the clock is ahead of the steps: it sets the phase
+    assert lr_factor(60, 0, 100, clock=0.5) == pytest.approx(0.1 + 0.45 * (1 + math.cos(math.pi * 0.6)))
+
+
+def test_time_budget_decays_the_learning_rate_and_survives_resume(tmp_path, monkeypatch):
+    "A run ended by its time budget ends at a tenth of the learning rate; a resumed run continues the same budget."
+    import types
+    import sat_tutorial.training as training
+    calls = iter(range(10_000))
+    monkeypatch.setattr(training, "time", types.SimpleNamespace(perf_counter=lambda: 6.0 * next(calls)))  # 6 s a reading
+    cfg = tiny(steps=1000, time_budget=1.0)                     # the step plan alone would keep the rate near its top
+    fit(cfg, tmp_path / "a", **QUIET)
+    a = load_checkpoint(tmp_path / "a" / "last.pt")
+    assert 5 <= a["step"] <= 12 and a["minutes"] >= 1.0
+    assert a["scheduler"]["_last_lr"][0] == pytest.approx(0.1 * cfg.lr)
+    fit(cfg, tmp_path / "b", stop_at=5, **QUIET)
+    spent = load_checkpoint(tmp_path / "b" / "last.pt")["minutes"]
+    assert 0.4 < spent < 1.0
+    fit(cfg, tmp_path / "b", resume=True, **QUIET)
+    b = load_checkpoint(tmp_path / "b" / "last.pt")
+    assert b["minutes"] >= 1.0 and b["step"] < 5 + a["step"]     # a fresh budget would have run a["step"] more steps
+    assert b["scheduler"]["_last_lr"][0] == pytest.approx(0.1 * cfg.lr)
 
 
 # --- real-data paths: stored features, bad input, several processes -------------------------------------------------
