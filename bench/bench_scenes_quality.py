@@ -6,9 +6,11 @@ that too.
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,hard,uniform
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt
+    .venv/bin/python bench/bench_scenes_quality.py --models soft --scst-only --scst-minutes 5   # continue an earlier run
 
 --encoder-weights starts the scene CNN from another run's trained encoder (frozen unless --fine-tune), as Lu et al.
-start from an ImageNet-trained ResNet instead of a random CNN.
+start from an ImageNet-trained ResNet instead of a random CNN. A run stopped by its minutes has followed a cosine learning
+rate schedule over those minutes (`fit` with a time budget), not over the step cap.
 
 Prints a table and writes bench/out/scenes_quality.json. Not run by CI.
 """
@@ -58,6 +60,8 @@ def main():
     ap.add_argument("--alpha-c", type=float, default=None, help="override the doubly stochastic penalty weight")
     ap.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training for this many minutes (0: none)")
     ap.add_argument("--scst-lr", type=float, default=2e-4)
+    ap.add_argument("--scst-only", action="store_true",
+                    help="skip cross-entropy training: continue OUT/scenes_NAME/best.pt of an earlier run with --scst-minutes")
     ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
     ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
     ap.add_argument("--out", default="bench/out")
@@ -75,7 +79,10 @@ def main():
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
                             encoder_weights=args.encoder_weights, fine_tune=args.fine_tune)
         recs = load_records(cfg)
-        rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}"))
+        if args.scst_only:
+            if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")
+            if not (out / f"scenes_{name}" / "best.pt").exists(): ap.error(f"--scst-only: no {out / f'scenes_{name}' / 'best.pt'} to continue")
+        else: rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}"))
         if args.scst_minutes:
             scfg = scenes_config(**{**{k: v for k, v in vars(cfg).items()}, "scst": True, "init_from": str(out / f"scenes_{name}" / "best.pt"),
                                     "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "val_every": 100,
@@ -89,8 +96,9 @@ def main():
         met = r.get("meteor")
         print(f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} {r['bleu4']:7.2f} {r['cider']:7.1f} "
               f"{(met if met is not None else float('nan')):7.2f} {r.get('attention_correctness', float('nan')):8.3f} {r['mean_length']:5.1f}")
-    (out / "scenes_quality.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {out / 'scenes_quality.json'}")
+    fname = "scenes_quality_scst.json" if args.scst_only else "scenes_quality.json"
+    (out / fname).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
+    print(f"wrote {out / fname}")
 
 
 if __name__ == "__main__":
