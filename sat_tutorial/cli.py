@@ -27,7 +27,7 @@ _FLAG_HELP = {
     "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
     "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init; for scene_cnn a checkpoint of `train` (its encoder, frozen unless --fine-tune)",
     "fine_tune": "train the last N blocks of the backbone", "grid": "annotation grid size (grid x grid)",
-    "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes (0: no limit)",
+    "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
     "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1), "
