@@ -370,11 +370,11 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             if ranks: state["rng_ranks"] = ranks
             save_checkpoint(state, out_dir / name)
         if world > 1 and everyone: dist.barrier()
-    def agree(flag: bool, op="max") -> bool:
-        "The same decision on every process: any (max) or all (min) of the processes' flags."
+    def agree(flag: bool) -> bool:
+        "The same decision on every process: true if any process's flag is."
         if world == 1: return bool(flag)
         t = torch.tensor([float(flag)], device=device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.MIN)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
     t0, stale, skipped, last_batch = time.perf_counter(), 0, 0, None
     def minutes() -> float: return spent + (time.perf_counter() - t0) / 60
@@ -385,7 +385,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         t = torch.tensor([minutes() / cfg.time_budget], device=device); dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
     bar = tqdm(total=total, initial=step, disable=not progress or rank != 0, desc=f"train {cfg.model}", unit="step")
-    stop = step >= total
+    stop = step >= total or budget_used() >= 1                         # a resumed run may have no steps or minutes left
     while not stop:
         dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world),
                         collate_fn=collate_captions, num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch),

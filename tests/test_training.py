@@ -74,6 +74,8 @@ def test_time_budget_decays_the_learning_rate_and_survives_resume(tmp_path, monk
     b = load_checkpoint(tmp_path / "b" / "last.pt")
     assert b["minutes"] >= 1.0 and b["step"] < 5 + a["step"]     # a fresh budget would have run a["step"] more steps
     assert b["scheduler"]["_last_lr"][0] == pytest.approx(0.1 * cfg.lr)
+    fit(cfg, tmp_path / "b", resume=True, **QUIET)                # its budget is used up: no further step
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == b["step"]
 
 
 # --- real-data paths: stored features, bad input, several processes -------------------------------------------------
