@@ -19,7 +19,11 @@ from pathlib import Path
 
 import torch
 
-from sat_tutorial.training import evaluate, fit, load_captioner, load_records, scenes_config, transform_for
+from sat_tutorial.scenes import ground_tokens
+from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
+
+# notebook 10's function words; "object words" are the words `ground_tokens` ties to an object of the scene
+FUNCTION_WORDS = {"a", "the", "of", "above", "below", "to", "left", "right", "and", "there", "is", "are", "in", "picture"}
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
@@ -33,10 +37,23 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
 }
 
 
-def train_and_evaluate(name, model, mk, cfg, recs, run):
+def grounding_split(enc, m, recs, cfg, vocab) -> dict:
+    "Adaptive attention: mean visual grounding probability 1 − β_t of the generated words (beam 3), by kind of word."
+    caps, kept = generate(enc, m, recs, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+    kinds = {"object": [], "function": [], "other": []}
+    for r, c in zip(kept, caps):
+        words, look = vocab.decode(c.tokens), c.attn.sum(-1)
+        for w, g, p in zip(words, ground_tokens(words, r.extra["objects"]), look.tolist()):
+            kinds["object" if g >= 0 else "function" if w in FUNCTION_WORDS else "other"].append(p)
+    return {f"grounding_{k}_words": round(sum(v) / len(v), 4) if v else None for k, v in kinds.items()} | \
+           {f"n_{k}_words": len(v) for k, v in kinds.items()}
+
+
+def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
     t0 = time.perf_counter()
-    summary = fit(cfg, run, records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True))
-    train_min = (time.perf_counter() - t0) / 60
+    summary = (fit(cfg, run, records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True)) if train
+               else json.loads((run / "train_summary.json").read_text()))
+    train_min = (time.perf_counter() - t0) / 60 if train else summary["minutes"]
     enc, m, vocab, _ = load_captioner(run / "best.pt")
     t1 = time.perf_counter()
     met, caps = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
@@ -44,6 +61,7 @@ def train_and_evaluate(name, model, mk, cfg, recs, run):
            "train_minutes": round(train_min, 2), "best_val": summary["best"], "eval_seconds": round(time.perf_counter() - t1, 1),
            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
            "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
+    if model == "adaptive": row.update(grounding_split(enc, m, recs["test"], cfg, vocab))
     print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
     return row
 
@@ -62,6 +80,7 @@ def main():
     ap.add_argument("--scst-lr", type=float, default=2e-4)
     ap.add_argument("--scst-only", action="store_true",
                     help="skip cross-entropy training: continue OUT/scenes_NAME/best.pt of an earlier run with --scst-minutes")
+    ap.add_argument("--eval-only", action="store_true", help="evaluate OUT/scenes_NAME/best.pt of an earlier run, no training")
     ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
     ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
     ap.add_argument("--out", default="bench/out")
@@ -71,7 +90,7 @@ def main():
     rows = []
     for name in args.models.split(","):
         model, kw = VARIANTS[name]
-        base = scenes_config().model_kwargs
+        base = scenes_config(model=model).model_kwargs   # the preset of this model (hard: λ_r 0.1, adaptive: sentinel warm-up)
         mk = {**base, **kw}
         if args.alpha_c is not None and name != "uniform": mk["alpha_c"] = args.alpha_c
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
@@ -82,7 +101,7 @@ def main():
         if args.scst_only:
             if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")
             if not (out / f"scenes_{name}" / "best.pt").exists(): ap.error(f"--scst-only: no {out / f'scenes_{name}' / 'best.pt'} to continue")
-        else: rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}"))
+        else: rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}", train=not args.eval_only))
         if args.scst_minutes:
             scfg = scenes_config(**{**{k: v for k, v in vars(cfg).items()}, "scst": True, "init_from": str(out / f"scenes_{name}" / "best.pt"),
                                     "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "val_every": 100,
@@ -96,7 +115,7 @@ def main():
         met = r.get("meteor")
         print(f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} {r['bleu4']:7.2f} {r['cider']:7.1f} "
               f"{(met if met is not None else float('nan')):7.2f} {r.get('attention_correctness', float('nan')):8.3f} {r['mean_length']:5.1f}")
-    fname = "scenes_quality_scst.json" if args.scst_only else "scenes_quality.json"
+    fname = "scenes_quality_scst.json" if args.scst_only else "scenes_quality_eval.json" if args.eval_only else "scenes_quality.json"
     (out / fname).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     print(f"wrote {out / fname}")
 

@@ -49,9 +49,12 @@ class AdaptiveAttention(nn.Module):
         c_hat = beta * s + (1 - beta) * c                                # (N, d)
         return alpha_hat, c, c_hat
 
-    def forward(self, keys: torch.Tensor, V: torch.Tensor, h: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`."
-        alpha_hat, _, c_hat = self.combine(*self.scores(keys, h, s), V, s)
+    def forward(self, keys: torch.Tensor, V: torch.Tensor, h: torch.Tensor, s: torch.Tensor,
+                closed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`. `closed`: the sentinel's score is −∞, so β_t = 0 and ĉ_t = c_t."
+        z, z_s = self.scores(keys, h, s)
+        if closed: z_s = z_s.masked_fill(torch.ones_like(z_s, dtype=torch.bool), float("-inf"))   # still in the graph (DDP)
+        alpha_hat, _, c_hat = self.combine(z, z_s, V, s)
         return alpha_hat, c_hat
 
 # %% ../nbs/10_adaptive_attention.ipynb #6e607949
@@ -72,9 +75,12 @@ class AdaptiveAttentionCaptioner(Captioner):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
     static_state = (2, 3, 4)                                                      # V, W_v V, v^g
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0):
+                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, sentinel_warmup: int = 0):
+        "`sentinel_warmup`: training steps (`loss` calls in train mode) before the sentinel opens; 0 is the paper's model."
         super().__init__()
         self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
+        self.sentinel_warmup = sentinel_warmup
+        self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))      # saved, so a resume is exact
         self.embed = nn.Embedding(vocab_size, embed_dim)                          # w_t
         self.W_a = nn.Linear(feature_dim, hidden_dim)                             # v_i = ReLU(W_a a_i)
         self.W_b = nn.Linear(feature_dim, hidden_dim)                             # v^g = ReLU(W_b a^g)
@@ -83,6 +89,15 @@ class AdaptiveAttentionCaptioner(Captioner):
         self.attention = AdaptiveAttention(hidden_dim, attention_dim)
         self.W_p = nn.Linear(hidden_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
+
+    def sentinel_open(self) -> bool:
+        "Whether the sentinel takes part: after `sentinel_warmup` training steps (always, by default)."
+        return not self.sentinel_warmup or int(self.train_steps) >= self.sentinel_warmup
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # checkpoints from before `sentinel_warmup` have no step counter; they were trained with the sentinel open
+        state_dict.setdefault(prefix + "train_steps", torch.tensor(self.sentinel_warmup, dtype=torch.long))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     # --- pieces shared by forward and step -------------------------------------------------------------
     def init_state(self, feats: torch.Tensor) -> tuple:
@@ -98,12 +113,12 @@ class AdaptiveAttentionCaptioner(Captioner):
         x = torch.cat([emb, vg], -1)                                                 # x_t = [w_t; v^g]
         return x @ self.lstm.weight_ih.T + self.lstm.bias_ih + self.lstm.bias_hh, self.sentinel.W_x(x)
 
-    def _recurrence(self, gates_x, Wx_x, h, m, V, keys):
+    def _recurrence(self, gates_x, Wx_x, h, m, V, keys, closed=False):
         "One step from h_{t−1}, m_{t−1}: LSTM, sentinel, adaptive attention. Returns h_t, m_t, α̂_t, ĉ_t."
         h_prev = h
         h, m = lstm_cell(gates_x + h_prev @ self.lstm.weight_hh.T, m)           # h_t, m_t
         s = self.sentinel(Wx_x, h_prev, m)                                      # s_t
-        alpha_hat, c_hat = self.attention(keys, V, h, s)                         # (B, L+1), (B, d)
+        alpha_hat, c_hat = self.attention(keys, V, h, s, closed)                 # (B, L+1), (B, d)
         return h, m, alpha_hat, c_hat
 
     def _logits(self, h, c_hat):
@@ -116,9 +131,9 @@ class AdaptiveAttentionCaptioner(Captioner):
         check_shape(captions, ("B", None), dims, name="captions")
         h, m, V, keys, v_g = self.init_state(feats)
         gates_x, Wx_x = self._inputs(self.embed(captions[:, :-1]), v_g)          # (B, T, 4d), (B, T, d)
-        hs, cs, alphas = [], [], []
+        hs, cs, alphas, closed = [], [], [], not self.sentinel_open()
         for t in range(gates_x.shape[1]):
-            h, m, alpha_hat, c_hat = self._recurrence(gates_x[:, t], Wx_x[:, t], h, m, V, keys)
+            h, m, alpha_hat, c_hat = self._recurrence(gates_x[:, t], Wx_x[:, t], h, m, V, keys, closed)
             hs.append(h); cs.append(c_hat); alphas.append(alpha_hat)
         return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(alphas, 1)
 
@@ -132,12 +147,13 @@ class AdaptiveAttentionCaptioner(Captioner):
         "One decoding step: log p(y_t | …) `(B, V)`, the new state, spatial α̂_t `(B, L)` (sums to 1 − β_t)."
         h, m, V, keys, v_g = state
         gates_x, Wx_x = self._inputs(self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0))   # v^g: (N, d)
-        h, m, alpha_hat, c_hat = self._recurrence(gates_x, Wx_x, h, m, V, keys)
+        h, m, alpha_hat, c_hat = self._recurrence(gates_x, Wx_x, h, m, V, keys, not self.sentinel_open())
         return self._logits(h, c_hat).log_softmax(-1), (h, m, V, keys, v_g), alpha_hat[:, :-1]
 
     def loss(self, feats, captions, lengths):
         "Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised α_t), and stats incl. mean 1 − β_t."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
+        if self.training: self.train_steps += 1                                  # counts steps for `sentinel_warmup`
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         mask = target_mask(captions, lengths)
