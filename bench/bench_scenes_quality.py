@@ -19,11 +19,9 @@ from pathlib import Path
 
 import torch
 
+from sat_tutorial.adaptive_attention import FUNCTION_WORDS
 from sat_tutorial.scenes import ground_tokens
 from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
-
-# notebook 10's function words; "object words" are the words `ground_tokens` ties to an object of the scene
-FUNCTION_WORDS = {"a", "the", "of", "above", "below", "to", "left", "right", "and", "there", "is", "are", "in", "picture"}
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
@@ -38,7 +36,7 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
 
 
 def grounding_split(enc, m, recs, cfg, vocab) -> dict:
-    "Adaptive attention: mean visual grounding probability 1 − β_t of the generated words (beam 3), by kind of word."
+    "Adaptive attention: mean 1 − β_t of the generated words (beam 3) by kind: object words (tied to an object by `ground_tokens`), function words, other."
     caps, kept = generate(enc, m, recs, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
     kinds = {"object": [], "function": [], "other": []}
     for r, c in zip(kept, caps):

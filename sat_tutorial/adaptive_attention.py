@@ -15,8 +15,8 @@ from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_sto
                                          rows_per_image, show_attention, target_mask)
 
 # %% auto #0
-__all__ = ['AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability', 'spatial_map',
-           'show_grounding']
+__all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability',
+           'spatial_map', 'show_grounding']
 
 # %% ../nbs/10_adaptive_attention.ipynb #6d14965a
 class AdaptiveAttention(nn.Module):
@@ -53,7 +53,7 @@ class AdaptiveAttention(nn.Module):
                 closed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`. `closed`: the sentinel's score is −∞, so β_t = 0 and ĉ_t = c_t."
         z, z_s = self.scores(keys, h, s)
-        if closed: z_s = z_s.masked_fill(torch.ones_like(z_s, dtype=torch.bool), float("-inf"))   # still in the graph (DDP)
+        if closed: z_s = z_s - float("inf")                             # −∞, still in the graph (DDP sees the parameters used)
         alpha_hat, _, c_hat = self.combine(z, z_s, V, s)
         return alpha_hat, c_hat
 
@@ -167,6 +167,8 @@ class AdaptiveAttentionCaptioner(Captioner):
         return loss, stats
 
 # %% ../nbs/10_adaptive_attention.ipynb #5870bc7c
+FUNCTION_WORDS = ("a", "the", "of", "above", "below", "to", "left", "right", "and", "there", "is", "are", "in", "picture")   # of the scenes' captions
+
 def grounding_probability(attn: torch.Tensor) -> torch.Tensor:
     "1 − β_t from an adaptive captioner's spatial attention `(…, L)`: `(…)`."
     return attn.sum(-1)
