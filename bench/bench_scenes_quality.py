@@ -29,6 +29,9 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "hard_expected_b": ("hard", {"baseline_kind": "expected"}),           # per-image baseline log p(y | a, Σ α a)
     "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1}),                      # what scenes_config(model="hard") uses
     "hard_no_reinforce": ("hard", {"lambda_r": 0.0}),                     # ablation: sampled reads without the REINFORCE term
+    "hard_warmup300": ("hard", {"lambda_r": 0.1, "expected_warmup": 300}),  # every image reads Σ α a for 300 steps first
+    "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600}),
+    "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0}),   # the preset without its warm-up
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),
     "butd": ("butd", {}),

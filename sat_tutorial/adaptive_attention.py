@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from .core import check_shape
 from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_stochastic_penalty, fast_tanh_, lstm_cell,
-                                         rows_per_image, show_attention, target_mask)
+                                         rows_per_image, show_attention, target_mask, WarmupSteps)
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability',
@@ -71,16 +71,17 @@ class VisualSentinel(nn.Module):
         return g * torch.tanh(m)
 
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
-class AdaptiveAttentionCaptioner(Captioner):
+class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
     static_state = (2, 3, 4)                                                      # V, W_v V, v^g
+    warmup_option = "sentinel_warmup"
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, sentinel_warmup: int = 0):
         "`sentinel_warmup`: training steps (`loss` calls in train mode) before the sentinel opens; 0 is the paper's model."
         super().__init__()
         self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
         self.sentinel_warmup = sentinel_warmup
-        self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))      # saved, so a resume is exact
+        self._init_warmup()                                                       # train_steps (notebook 06)
         self.embed = nn.Embedding(vocab_size, embed_dim)                          # w_t
         self.W_a = nn.Linear(feature_dim, hidden_dim)                             # v_i = ReLU(W_a a_i)
         self.W_b = nn.Linear(feature_dim, hidden_dim)                             # v^g = ReLU(W_b a^g)
@@ -92,12 +93,7 @@ class AdaptiveAttentionCaptioner(Captioner):
 
     def sentinel_open(self) -> bool:
         "Whether the sentinel takes part: after `sentinel_warmup` training steps (always, by default)."
-        return not self.sentinel_warmup or int(self.train_steps) >= self.sentinel_warmup
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # checkpoints from before `sentinel_warmup` have no step counter; they were trained with the sentinel open
-        state_dict.setdefault(prefix + "train_steps", torch.tensor(self.sentinel_warmup, dtype=torch.long))
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        return not self.warming_up()
 
     # --- pieces shared by forward and step -------------------------------------------------------------
     def init_state(self, feats: torch.Tensor) -> tuple:
@@ -153,7 +149,7 @@ class AdaptiveAttentionCaptioner(Captioner):
     def loss(self, feats, captions, lengths):
         "Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised α_t), and stats incl. mean 1 − β_t."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
-        if self.training: self.train_steps += 1                                  # counts steps for `sentinel_warmup`
+        self.count_training_step()                                                # for `sentinel_warmup`
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         mask = target_mask(captions, lengths)

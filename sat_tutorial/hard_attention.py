@@ -9,7 +9,7 @@ import itertools
 
 import torch
 
-from .soft_attention import SoftAttentionCaptioner, caption_nll, doubly_stochastic_penalty, target_mask
+from .soft_attention import SoftAttentionCaptioner, WarmupSteps, caption_nll, doubly_stochastic_penalty, target_mask
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_prob', 'attention_entropy', 'reinforce_surrogate',
@@ -44,21 +44,24 @@ def reinforce_surrogate(log_py: torch.Tensor, log_ps: torch.Tensor, entropy: tor
     return log_py + lambda_r * advantage * log_ps + lambda_e * entropy
 
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
-class HardAttentionCaptioner(SoftAttentionCaptioner):
+class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the REINFORCE rule of Xu et al. 2015, §4.1."
     INFERENCE = ("argmax", "expected", "sample")
     BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
+    warmup_option = "expected_warmup"
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str = "argmax", baseline_kind: str = "moving_average", **soft_options):
-        "`soft_options`: any further option of `SoftAttentionCaptioner`."
+                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0, **soft_options):
+        "`expected_warmup`: training steps in which every image reads Σ α a (not in the paper; 0 = none). `soft_options`: for the soft model."
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
         if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
         self.baseline_decay, self.inference, self.baseline_kind = baseline_decay, inference, baseline_kind
+        self.expected_warmup = expected_warmup
+        self._init_warmup()                                                        # train_steps (notebook 06)
         self.register_buffer("baseline", torch.zeros(()))                          # b_k
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
         self._forced = self._expected = self._trace = None                        # set only during `rollout`
@@ -113,6 +116,8 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
             nll = caption_nll(logits, captions, lengths).sum() / n_words
             return nll, {"nll": float(nll.detach())}
         expected = torch.rand(feats.shape[0], device=feats.device) < self.p_expected   # (B,) once per image
+        if self.warming_up(): expected.fill_(True)                                 # `expected_warmup`: every image, for now
+        self.count_training_step()
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
         log_py = -caption_nll(logits, captions, lengths)                          # (B,) log p(y | s̃, a)
         log_ps = location_log_prob(alpha, s, mask)                                 # (B,) log p(s̃ | a)

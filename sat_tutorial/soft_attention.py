@@ -17,9 +17,9 @@ from .core import check_shape
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'caption_nll', 'fast_tanh_', 'additive_scores', 'SoftAttention',
-           'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty', 'encode', 'train_step', 'quick_train',
-           'show_attention']
+__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'caption_nll', 'WarmupSteps', 'fast_tanh_', 'additive_scores',
+           'SoftAttention', 'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty', 'encode', 'train_step',
+           'quick_train', 'show_attention']
 
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
 class Captioner(nn.Module):
@@ -44,6 +44,26 @@ def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Ten
     mask = target_mask(captions, lengths)
     nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none")   # (B·T,): rows of V contiguous
     return (nll.view(mask.shape) * mask).sum(1)
+
+# %% ../nbs/06_soft_attention.ipynb #warmupsteps
+class WarmupSteps(nn.Module):
+    "Mixin: `train_steps`, a saved count of `loss` calls in train mode, for a warm-up whose length is the attribute `warmup_option`."
+    warmup_option: str = ""
+    def _init_warmup(self):
+        self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))     # saved, so a resume is exact
+
+    def warming_up(self) -> bool:
+        "Whether fewer than the warm-up's steps have been taken (never, for a warm-up of 0: the paper's model)."
+        return int(self.train_steps) < getattr(self, self.warmup_option)
+
+    def count_training_step(self) -> None:
+        "Called by `loss`: one more step, in train mode only."
+        if self.training: self.train_steps += 1
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # no counter: a checkpoint from before the option, trained without a warm-up; load it with the warm-up over
+        state_dict.setdefault(prefix + "train_steps", torch.tensor(getattr(self, self.warmup_option), dtype=torch.long))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
 # %% ../nbs/06_soft_attention.ipynb #f115f11c
 class _SigmoidTanh(torch.autograd.Function):

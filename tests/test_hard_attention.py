@@ -120,6 +120,48 @@ def test_baseline_buffer(tmp_path):
     assert float(m2.baseline) == float(m.baseline) and int(m2.baseline_steps) == 2
 
 
+
+def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
+    "`expected_warmup=2`: two training steps with every image on Σ α a (loss = the soft model's), then sampling starts."
+    m, feats, caps, lengths = small_model(p_expected=0.0, lambda_e=0.0, expected_warmup=2)
+    m.train()
+    n_words = (lengths - 1).sum()
+    for k in range(2):
+        assert m.warming_up()
+        with torch.no_grad():
+            logits, _, _ = m.rollout(feats, caps, lengths, expected=torch.ones(len(feats), dtype=torch.bool))
+        soft_loss = caption_nll(logits, caps, lengths).sum() / n_words
+        loss, st = m.loss(feats, caps, lengths)
+        assert st["expected"] == 1.0 and torch.allclose(loss, soft_loss, atol=1e-6)
+        assert int(m.baseline_steps) == 0                                   # no sampled image: b is not updated
+    assert not m.warming_up() and int(m.train_steps) == 2
+    _, st = m.loss(feats, caps, lengths)
+    assert st["expected"] == 0.0 and int(m.baseline_steps) == 1          # p_expected = 0: every image samples now
+    m.eval(); m.loss(feats, caps, lengths); assert int(m.train_steps) == 3   # evaluation does not count
+    m2 = HardAttentionCaptioner(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
+    m2.load_state_dict(m.state_dict()); assert int(m2.train_steps) == 3 and m2.warming_up()
+    old = {k: v for k, v in m.state_dict().items() if k != "train_steps"}   # a checkpoint from before the option
+    m2 = HardAttentionCaptioner(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
+    m2.load_state_dict(old); assert not m2.warming_up()
+
+
+def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
+    "2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a warm-up of 3 that ends in between."
+    from sat_tutorial.training import fit, load_captioner, scenes_config
+    cfg = scenes_config(model="hard", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
+                        seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
+                        model_kwargs={"alpha_c": 0.0, "lambda_r": 0.1, "expected_warmup": 3})
+    quiet = dict(progress=False, log=lambda *a: None)
+    fit(cfg, tmp_path / "a", **quiet)
+    fit(cfg, tmp_path / "b", stop_at=2, **quiet)
+    _, half, _, _ = load_captioner(tmp_path / "b" / "last.pt")
+    assert int(half.train_steps) == 2 and half.warming_up() and int(half.baseline_steps) == 0
+    fit(cfg, tmp_path / "b", resume=True, **quiet)
+    a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    _, model, _, _ = load_captioner(tmp_path / "a" / "last.pt")
+    assert int(model.train_steps) == 4 and not model.warming_up() and int(model.baseline_steps) >= 1
+
 # --- the estimator against the exact gradient of L_s ---------------------------------------------------------
 
 def tiny_setup(**kw):
