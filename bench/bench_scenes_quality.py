@@ -25,7 +25,7 @@ from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
-    "hard": ("hard", {"lambda_r": 1.0}),                                  # the paper's rule: λ_r = 1, moving-average b
+    "hard": ("hard", {"lambda_r": 1.0, "expected_warmup": 0}),            # the paper's rule: λ_r = 1, moving-average b, no warm-up
     "hard_expected_b": ("hard", {"baseline_kind": "expected"}),           # per-image baseline log p(y | a, Σ α a)
     "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1}),                      # what scenes_config(model="hard") uses
     "hard_no_reinforce": ("hard", {"lambda_r": 0.0}),                     # ablation: sampled reads without the REINFORCE term
@@ -63,6 +63,11 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
            "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
     if model == "adaptive": row.update(grounding_split(enc, m, recs["test"], cfg, vocab))
+    if model == "hard":   # the row is the model's own reads (argmax); also the soft context Σ α a at test, labelled as such
+        m.inference, was = "expected", m.inference
+        soft_met, _ = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+        m.inference = was
+        row["with_expected_context_at_test"] = {k: round(soft_met[k], 4) for k in ("bleu4", "cider", "attention_correctness")}
     print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
     return row
 
