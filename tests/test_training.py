@@ -216,3 +216,19 @@ def test_two_gloo_processes_match_one_process(tmp_path):
     assert torch.allclose(logits[0], logits[1], atol=1e-4)
     assert len(two["rng_ranks"]) == 2 and two["history"][5]["val"]["cider"] == pytest.approx(one["history"][5]["val"]["cider"])
     assert json.loads((tmp_path / "two" / "train_summary.json").read_text())["world_size"] == 2
+
+
+def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
+    "A time budget under torchrun: the processes' clocks differ, yet all stop after the same step (else the collectives hang)."
+    fake_dataset(tmp_path, 40)
+    f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
+    args = _train_args(tmp_path, f)
+    args[args.index("--steps") + 1], args[args.index("--val-every") + 1] = "100000", "0"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sat_tutorial",
+                        *args, "--time-budget", "0.05", "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True,
+                       timeout=120)                                      # about 15 s when the processes agree
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    ck = load_checkpoint(tmp_path / "two" / "last.pt")
+    summary = json.loads((tmp_path / "two" / "train_summary.json").read_text())
+    assert 0 < ck["step"] == summary["steps"] < 100000 and summary["minutes"] >= 0.05 and summary["world_size"] == 2
