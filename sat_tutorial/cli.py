@@ -125,6 +125,8 @@ def add_evaluate(sub) -> None:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
+    p.add_argument("--no-unk", action="store_true", help="never emit <unk>: decoding takes the best other word "
+                   "(not in the papers; every number in bench/RESULTS.md was measured without it)")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
 
@@ -137,13 +139,14 @@ def cmd_evaluate(args) -> int:
     if args.limit: recs = recs[:args.limit]
     print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}")
     t0 = time.perf_counter()
-    m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader)
+    m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader,
+                       suppress=[vocab.unk] if args.no_unk else ())
     m["seconds"] = time.perf_counter() - t0
     for k, v in m.items(): print(f"  {k:>22}: {v:.2f}" if isinstance(v, float) else f"  {k:>22}: {v}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "beam_size": args.beam_size,
-                                               "metrics": m, "captions": caps}, indent=1))
+                                               "no_unk": args.no_unk, "metrics": m, "captions": caps}, indent=1))
         print(f"wrote {args.json}")
     return 0
 
@@ -155,6 +158,8 @@ def add_caption(sub) -> None:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--attention-png", help="write each word's attention over the image here "
                    "(with several images: PNG name gets _<n> before the suffix)")
+    p.add_argument("--no-unk", action="store_true", help="never emit <unk>: decoding takes the best other word "
+                   "(not in the papers; every number in bench/RESULTS.md was measured without it)")
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_caption)
 
@@ -162,7 +167,7 @@ def cmd_caption(args) -> int:
     from PIL import Image
     from sat_tutorial.core import get_device
     from sat_tutorial.data import load_image
-    from sat_tutorial.decoding import beam_search, greedy
+    from sat_tutorial.decoding import decode
     from sat_tutorial.soft_attention import show_attention
     from dataclasses import replace
     from sat_tutorial.encoders import build_encoder, encoder_image_size
@@ -181,7 +186,7 @@ def cmd_caption(args) -> int:
         im = load_image(f)
         if cfg.encoder == "scene_cnn": im = im.resize((size, size), Image.BILINEAR)
         with torch.no_grad(): feats = enc(tf(im)[None].to(dev))
-        c = (beam_search(model, feats, args.beam_size, args.max_len) if args.beam_size > 1 else greedy(model, feats, args.max_len))[0]
+        c = decode(model, feats, args.beam_size, args.max_len, [vocab.unk] if args.no_unk else ())[0]
         words = vocab.decode(c.tokens)
         print(f"{f}: {' '.join(words)}  (log p = {c.logprob:.2f})")
         if args.attention_png:

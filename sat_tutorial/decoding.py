@@ -11,7 +11,7 @@ from typing import Sequence
 import torch
 
 # %% auto #0
-__all__ = ['Caption', 'expand_state', 'select_state', 'greedy', 'beam_search', 'sample']
+__all__ = ['Caption', 'expand_state', 'select_state', 'greedy', 'beam_search', 'decode', 'sample']
 
 # %% ../nbs/08_decoding.ipynb #ca1d33d4
 @dataclass
@@ -32,8 +32,9 @@ def select_state(state: tuple, idx: torch.Tensor, static: Sequence[int] = ()) ->
 
 # %% ../nbs/08_decoding.ipynb #7c0fa991
 @torch.no_grad()
-def greedy(model, feats: torch.Tensor, max_len: int = 20) -> list[Caption]:
-    "Greedy decoding of a batch of annotations `(B, L, D)` with any captioner."
+def greedy(model, feats: torch.Tensor, max_len: int = 20, suppress: Sequence[int] = ()) -> list[Caption]:
+    "Greedy decoding of a batch of annotations `(B, L, D)` with any captioner; never emits the ids in `suppress`."
+    ban = _suppressed(suppress, feats.device)
     model.eval()
     state = model.init_state(feats)
     B = feats.shape[0]
@@ -43,7 +44,7 @@ def greedy(model, feats: torch.Tensor, max_len: int = 20) -> list[Caption]:
     toks, attns = [], []
     for _ in range(max_len):
         lp, state, a = model.step(words, state)                               # (B, V), (B, L)
-        w = lp.argmax(-1)
+        w = _no(lp, ban).argmax(-1)
         total += torch.where(done, 0.0, lp.gather(1, w[:, None]).squeeze(1).float())
         w = torch.where(done, 0, w)                                           # <pad> after <end>
         toks.append(w); attns.append(a)
@@ -51,6 +52,17 @@ def greedy(model, feats: torch.Tensor, max_len: int = 20) -> list[Caption]:
         words = w
         if done.all(): break
     return _captions(torch.stack(toks, 1), torch.stack(attns, 1), total)
+
+def _suppressed(suppress: Sequence[int], device) -> torch.Tensor | None:
+    "The ids decoding must never emit (e.g. `<unk>`), as a tensor; None for none. `<pad>` and `<end>` cannot be suppressed."
+    if not len(suppress): return None
+    bad = sorted({int(t) for t in suppress} & {0, 2})
+    if bad: raise ValueError(f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): decoding needs it to end captions")
+    return torch.as_tensor(list(suppress), dtype=torch.long, device=device)
+
+def _no(lp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+    "`lp (N, V)` with −∞ at `ids`; the other words keep the model's log p (not renormalised), so scores stay Σ log p."
+    return lp if ids is None else lp.index_fill(1, ids, float("-inf"))
 
 def _captions(tokens: torch.Tensor, attn: torch.Tensor, logprob: torch.Tensor) -> list[Caption]:
     "Cut each row at its first <end>."
@@ -62,9 +74,11 @@ def _captions(tokens: torch.Tensor, attn: torch.Tensor, logprob: torch.Tensor) -
 
 # %% ../nbs/08_decoding.ipynb #98f8937f
 @torch.no_grad()
-def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0) -> list[Caption]:
-    "Batched beam search over `(B, L, D)` annotations with any captioner: the best caption per image."
+def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0,
+                suppress: Sequence[int] = ()) -> list[Caption]:
+    "Batched beam search over `(B, L, D)` annotations with any captioner: the best caption per image, never with the ids in `suppress`."
     model.eval()
+    ban = _suppressed(suppress, feats.device)
     B, K, dev = feats.shape[0], beam_size, feats.device
     static = getattr(model, "static_state", ())
     state = expand_state(model.init_state(feats), K, static)                  # (B*K, ...); per-image constants (B, ...)
@@ -78,7 +92,7 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
     for _ in range(max_len):
         n = len(images)
         lp, state, a = model.step(words, state)                               # (n*K, V), (n*K, L)
-        lp = lp.float()
+        lp = _no(lp.float(), ban)
         V = lp.shape[1]
         if finished.any():                                                    # finished beams: only <pad>, free
             lp[finished] = float("-inf"); lp[finished, 0] = 0.0
@@ -110,6 +124,11 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
     for t in reversed(range(len(chosen))):                                    # follow the parents back to step 0
         toks.append(chosen[t][row]); row = parent[t][row]; alphas.append(attn[t][row])   # α of the parent that chose it
     return _captions(torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score)
+
+def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, suppress: Sequence[int] = ()) -> list[Caption]:
+    "Beam search for `beam_size` > 1, greedy for 1: what evaluation and the `caption` command use."
+    if beam_size < 1: raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    return beam_search(model, feats, beam_size, max_len, suppress=suppress) if beam_size > 1 else greedy(model, feats, max_len, suppress)
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
 def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Sampler
 from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
 from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
                                load_dataset, tokenize)
-from .decoding import beam_search, greedy, sample
+from .decoding import decode, greedy, sample
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform
 from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
@@ -191,8 +191,8 @@ class EpochBatches(Sampler):
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()
 def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: Vocab, beam_size: int = 3,
-             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None):
-    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read."
+             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None, suppress=()):
+    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read. `suppress`: ids never emitted (notebook 08)."
     from tqdm.auto import tqdm
     from sat_tutorial.data import ImageError
     loader = loader or default_loader
@@ -206,14 +206,15 @@ def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: V
         if not xs: continue
         boxes = torch.stack([torch.as_tensor(r.extra["regions"], dtype=torch.float32) for r in rs]) if "regions" in rs[0].extra else None
         feats = encode(encoder, torch.stack(xs), boxes, device)
-        caps += beam_search(model, feats, beam_size, max_len) if beam_size > 1 else greedy(model, feats, max_len)
+        caps += decode(model, feats, beam_size, max_len, suppress)
         kept += rs
     return caps, kept
 
 def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 3, max_len: int = 20, device="cpu",
-             meteor: bool = True, progress: bool = False, loader=None) -> dict:
+             meteor: bool = True, progress: bool = False, loader=None, suppress=()) -> dict:
     "Metrics of the model's captions for `records` (and attention correctness where objects are known)."
-    caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader)
+    caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader,
+                          suppress=suppress)
     hyps = {r.filename: " ".join(vocab.decode(c.tokens)) for r, c in zip(kept, caps)}
     out = score({r.filename: r.raw for r in kept}, hyps, meteor=meteor)
     ac = []

@@ -69,3 +69,23 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     assert "scenes.png" in pngs and "attention_0.png" in pngs
     assert all((tmp_path / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
     assert str(tmp_path / "metrics.json") in capsys.readouterr().out
+
+
+def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
+    "`evaluate --no-unk`: a model pushed to say <unk> says it without the flag and never with it."
+    from sat_tutorial.core import load_checkpoint, save_checkpoint
+    from sat_tutorial.data import Vocab
+    from sat_tutorial.training import fit, scenes_config
+    cfg = scenes_config(steps=2, n_train=40, n_val=0, n_test=6, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
+                        hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
+    fit(cfg, tmp_path, progress=False, log=lambda *a: None)
+    ck = load_checkpoint(tmp_path / "last.pt")
+    ck["model"]["L_o.bias"][Vocab.unk] += 5.0
+    save_checkpoint(ck, tmp_path / "unk.pt")
+    words = {}
+    for flag in ([], ["--no-unk"]):
+        js = tmp_path / f"e{len(flag)}.json"
+        assert main(["evaluate", "--checkpoint", str(tmp_path / "unk.pt"), "--device", "cpu", "--json", str(js), *flag]) == 0
+        caps = json.loads(js.read_text())["captions"]
+        words[bool(flag)] = [w for c in caps.values() for w in c.split()]
+    assert "<unk>" in words[False] and words[True] and "<unk>" not in words[True]
