@@ -80,7 +80,8 @@ def quality(args):
                       batch_size=args.batch_size, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r} if args.model == "hard" else {})})
+                      model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup}
+                                                                 if args.model == "hard" else {})})
     # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
     rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
     steps = max(10, int(rate * args.minutes * 60 * 0.85))
@@ -118,6 +119,7 @@ def quality(args):
 def name(args) -> str:
     "The run's name in bench/out: model, λ_r if not the paper's 1, image limit."
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
+    if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
@@ -212,6 +214,8 @@ def main(argv=None):
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
     p.add_argument("--lambda-r", type=float, default=1.0, help="hard attention: weight λ_r of the REINFORCE term (the paper's rule: 1)")
+    p.add_argument("--expected-warmup", type=int, default=0, help="hard attention: steps on the expected context Σ α a before "
+                   "sampling starts (not in the paper; 0: the paper's rule; notebook 07)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
