@@ -116,6 +116,9 @@ def cmd_train(args) -> int:
     return 0
 
 # %% ../nbs/13_cli.ipynb #0625e7e0
+_NO_UNK_HELP = ("never emit <unk>: decoding takes the best other word "
+                "(not in the papers; every number in bench/RESULTS.md was measured without it)")
+
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -125,8 +128,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
-    p.add_argument("--no-unk", action="store_true", help="never emit <unk>: decoding takes the best other word "
-                   "(not in the papers; every number in bench/RESULTS.md was measured without it)")
+    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
 
@@ -158,8 +160,7 @@ def add_caption(sub) -> None:
     p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--attention-png", help="write each word's attention over the image here "
                    "(with several images: PNG name gets _<n> before the suffix)")
-    p.add_argument("--no-unk", action="store_true", help="never emit <unk>: decoding takes the best other word "
-                   "(not in the papers; every number in bench/RESULTS.md was measured without it)")
+    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_caption)
 

@@ -44,7 +44,7 @@ def greedy(model, feats: torch.Tensor, max_len: int = 20, suppress: Sequence[int
     toks, attns = [], []
     for _ in range(max_len):
         lp, state, a = model.step(words, state)                               # (B, V), (B, L)
-        w = _no(lp, ban).argmax(-1)
+        w = _forbid(lp, ban).argmax(-1)
         total += torch.where(done, 0.0, lp.gather(1, w[:, None]).squeeze(1).float())
         w = torch.where(done, 0, w)                                           # <pad> after <end>
         toks.append(w); attns.append(a)
@@ -60,7 +60,7 @@ def _suppressed(suppress: Sequence[int], device) -> torch.Tensor | None:
     if bad: raise ValueError(f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): decoding needs it to end captions")
     return torch.as_tensor(list(suppress), dtype=torch.long, device=device)
 
-def _no(lp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+def _forbid(lp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
     "`lp (N, V)` with −∞ at `ids`; the other words keep the model's log p (not renormalised), so scores stay Σ log p."
     return lp if ids is None else lp.index_fill(1, ids, float("-inf"))
 
@@ -92,7 +92,7 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
     for _ in range(max_len):
         n = len(images)
         lp, state, a = model.step(words, state)                               # (n*K, V), (n*K, L)
-        lp = _no(lp.float(), ban)
+        lp = _forbid(lp.float(), ban)
         V = lp.shape[1]
         if finished.any():                                                    # finished beams: only <pad>, free
             lp[finished] = float("-inf"); lp[finished, 0] = 0.0
