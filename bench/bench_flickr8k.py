@@ -80,8 +80,8 @@ def quality(args):
                       batch_size=args.batch_size, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup}
-                                                                 if args.model == "hard" else {})})
+                      model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
+                                                                  "credit": args.credit} if args.model == "hard" else {})})
     # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
     rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
     steps = max(10, int(rate * args.minutes * 60 * 0.85))
@@ -120,6 +120,7 @@ def name(args) -> str:
     "The run's name in bench/out: model, λ_r if not the paper's 1, image limit."
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
+    if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
@@ -216,6 +217,9 @@ def main(argv=None):
     p.add_argument("--lambda-r", type=float, default=1.0, help="hard attention: weight λ_r of the REINFORCE term (the paper's rule: 1)")
     p.add_argument("--expected-warmup", type=int, default=0, help="hard attention: steps on the expected context Σ α a before "
                    "sampling starts (not in the paper; 0: the paper's rule; notebook 07)")
+    p.add_argument("--credit", choices=["caption", "reward_to_go"], default="caption",
+                   help="hard attention: credit each sampled location with the whole caption's log-likelihood (the paper) or "
+                        "with the words from its step on (not in the paper; notebook 07)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")

@@ -25,13 +25,16 @@ from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
-    "hard": ("hard", {"lambda_r": 1.0, "expected_warmup": 0}),            # the paper's rule: λ_r = 1, moving-average b, no warm-up
-    "hard_expected_b": ("hard", {"baseline_kind": "expected"}),           # per-image baseline log p(y | a, Σ α a)
-    "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1}),                      # what scenes_config(model="hard") uses
-    "hard_no_reinforce": ("hard", {"lambda_r": 0.0}),                     # ablation: sampled reads without the REINFORCE term
-    "hard_warmup300": ("hard", {"lambda_r": 0.1, "expected_warmup": 300}),  # every image reads Σ α a for 300 steps first
-    "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600}),
-    "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0}),   # the preset without its warm-up
+    # rows measured before the preset gained its warm-up and reward-to-go credit name the paper's settings explicitly,
+    # so that they still measure what they measured
+    "hard": ("hard", {"lambda_r": 1.0, "expected_warmup": 0, "credit": "caption"}),   # the paper's rule: λ_r = 1, moving-average b
+    "hard_expected_b": ("hard", {"baseline_kind": "expected", "expected_warmup": 0, "credit": "caption"}),   # b = log p(y | a, Σ α a)
+    "hard_lambda_r0.1": ("hard", {"lambda_r": 0.1, "expected_warmup": 0, "credit": "caption"}),
+    "hard_no_reinforce": ("hard", {"lambda_r": 0.0, "expected_warmup": 0}),   # ablation: sampled reads without the REINFORCE term
+    "hard_warmup300": ("hard", {"lambda_r": 0.1, "expected_warmup": 300, "credit": "caption"}),  # Σ α a for 300 steps first
+    "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600, "credit": "caption"}),
+    "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0, "credit": "caption"}),
+    "hard_rtg": ("hard", {}),                                              # the preset: λ_r 0.1, warm-up 300, reward-to-go
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),
     "butd": ("butd", {}),

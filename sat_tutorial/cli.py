@@ -30,7 +30,7 @@ _FLAG_HELP = {
     "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
-    "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1 and expected_warmup 300, and --model adaptive sentinel_warmup 300), "
+    "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit \"reward_to_go\", and --model adaptive sentinel_warmup 300), "
                     "e.g. '{\"alpha_c\": 1.0}'",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",

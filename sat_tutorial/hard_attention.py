@@ -9,11 +9,12 @@ import itertools
 
 import torch
 
-from .soft_attention import SoftAttentionCaptioner, WarmupSteps, caption_nll, doubly_stochastic_penalty, target_mask
+from .soft_attention import SoftAttentionCaptioner, WarmupSteps, caption_nll, doubly_stochastic_penalty, target_mask, word_nll
 
 # %% auto #0
-__all__ = ['sample_locations', 'hard_context', 'location_log_prob', 'attention_entropy', 'reinforce_surrogate',
-           'HardAttentionCaptioner', 'location_sequences', 'lower_bound_by_enumeration']
+__all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
+           'reinforce_surrogate', 'rewards_to_go', 'HardAttentionCaptioner', 'location_sequences',
+           'lower_bound_by_enumeration']
 
 # %% ../nbs/07_hard_attention.ipynb #475bbdb6
 def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
@@ -27,10 +28,13 @@ def hard_context(feats: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return feats[image, s]                                                          # (B, L, D) -> (N, D)
 
 # %% ../nbs/07_hard_attention.ipynb #7af9d84a
+def location_log_probs(alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    "log α_{t,s_t} per step `(B, T)`, from α `(B, T, L)`, s `(B, T)` and the word mask `(B, T)`; 0 at padded steps."
+    return alpha.gather(-1, s[..., None]).squeeze(-1).clamp_min(1e-30).log() * mask
+
 def location_log_prob(alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    "log p(s|a) = Σ_t log α_{t,s_t} per caption `(B,)`, from α `(B, T, L)`, s `(B, T)` and the word mask `(B, T)`."
-    log_alpha = alpha.gather(-1, s[..., None]).squeeze(-1).clamp_min(1e-30).log()   # (B, T)
-    return (log_alpha * mask).sum(1)
+    "log p(s|a) = Σ_t log α_{t,s_t} per caption `(B,)`."
+    return location_log_probs(alpha, s, mask).sum(1)
 
 def attention_entropy(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     "H[s] = −Σ_t Σ_i α_ti log α_ti per caption `(B,)`, over the real-word steps of `mask (B, T)`."
@@ -38,31 +42,41 @@ def attention_entropy(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 # %% ../nbs/07_hard_attention.ipynb #a08cea76
 def reinforce_surrogate(log_py: torch.Tensor, log_ps: torch.Tensor, entropy: torch.Tensor, b,
-                        sampled: torch.Tensor, lambda_r: float = 1.0, lambda_e: float = 0.0) -> torch.Tensor:
+                        sampled: torch.Tensor, lambda_r: float = 1.0, lambda_e: float = 0.0,
+                        returns: torch.Tensor | None = None) -> torch.Tensor:
     "Per-caption ℓ = log p(y|s̃) + λ_r·sg[log p(y|s̃) − b]·log p(s̃|a) + λ_e·H[s̃] `(B,)`; its gradient is the learning rule."
-    advantage = (log_py.detach() - b) * sampled                # (B,) a constant; 0 where the expected α was used
-    return log_py + lambda_r * advantage * log_ps + lambda_e * entropy
+    R = log_py if returns is None else returns                 # (B,) or, per step, (B, T) rewards-to-go with log_ps (B, T)
+    if R.shape != log_ps.shape: raise ValueError(f"the reward {tuple(R.shape)} and log p(s̃|a) {tuple(log_ps.shape)} must match")
+    advantage = (R.detach() - b) * sampled.view(-1, *[1] * (R.dim() - 1))   # a constant; 0 where the expected α was used
+    credit = advantage * log_ps
+    return log_py + lambda_r * (credit.sum(-1) if credit.dim() > 1 else credit) + lambda_e * entropy
+
+def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
+    "G_t = Σ_{t' ≥ t} r_t' along the last dimension of `r (B, T)`: the part of a caption's reward that s̃_t can change."
+    return r.flip(-1).cumsum(-1).flip(-1)
 
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
 class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the REINFORCE rule of Xu et al. 2015, §4.1."
     INFERENCE = ("argmax", "expected", "sample")
     BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
+    CREDITS = ("caption", "reward_to_go")               # the paper's: every s̃_t gets the whole caption's reward; or only G_t
     warmup_option = "expected_warmup"
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0, **soft_options):
-        "`expected_warmup`: training steps in which every image reads Σ α a (not in the paper; 0 = none). `soft_options`: for the soft model."
+                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0, credit: str = "caption", **soft_options):
+        "`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t (neither in the paper)."
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
         if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
+        if credit not in self.CREDITS: raise ValueError(f"credit must be one of {self.CREDITS}, not {credit!r}")
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
         self.baseline_decay, self.inference, self.baseline_kind = baseline_decay, inference, baseline_kind
-        self.expected_warmup = expected_warmup
+        self.expected_warmup, self.credit = expected_warmup, credit
         self._init_warmup()                                                        # train_steps (notebook 06)
-        self.register_buffer("baseline", torch.zeros(()))                          # b_k
+        self.register_buffer("baseline", torch.zeros(()))                          # b_k (per caption; per word for "reward_to_go")
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
         self._forced = self._expected = self._trace = None                        # set only during `rollout`
 
@@ -92,13 +106,14 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         return self.rollout(feats, captions, lengths, s, expected)[:2]
 
     @torch.no_grad()
-    def expected_reward(self, feats, captions, lengths) -> torch.Tensor:
-        "log p(y | a, ẑ_t = Σ α a) per caption `(B,)`, without dropout: a baseline that depends on a and y but not on s̃."
+    def expected_reward(self, feats, captions, lengths, per_word: bool = False) -> torch.Tensor:
+        "log p(y | a, ẑ_t = Σ α a) per caption `(B,)` (per word `(B, T)`), without dropout: a baseline that does not depend on s̃."
         was = self.training
         self.eval()
         try: logits, _, _ = self.rollout(feats, captions, lengths, expected=torch.ones(len(feats), dtype=torch.bool, device=feats.device))
         finally: self.train(was)
-        return -caption_nll(logits, captions, lengths)
+        word_logp = -word_nll(logits, captions, lengths)                          # (B, T)
+        return word_logp if per_word else word_logp.sum(1)
 
     @torch.no_grad()
     def update_baseline(self, reward: float) -> None:
@@ -119,21 +134,30 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         if self.warming_up(): expected.fill_(True)                                 # `expected_warmup`: every image, for now
         self.count_training_step()
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
-        log_py = -caption_nll(logits, captions, lengths)                          # (B,) log p(y | s̃, a)
-        log_ps = location_log_prob(alpha, s, mask)                                 # (B,) log p(s̃ | a)
+        word_logp = -word_nll(logits, captions, lengths)                           # (B, T) log p(y_t | y_<t, s̃_≤t, a)
+        log_py = word_logp.sum(1)                                                  # (B,) log p(y | s̃, a)
+        per_step = self.credit == "reward_to_go"                                   # credit s̃_t with G_t, not the whole caption
+        log_ps = location_log_probs(alpha, s, mask) if per_step else location_log_prob(alpha, s, mask)   # (B, T) or (B,)
         H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
         b = self.baseline.to(log_py.dtype, copy=True)                              # b_{k−1}, kept apart from the update below
+        if per_step: b = b * rewards_to_go(mask.to(b.dtype))                       # b per word × the words from step t on
         if self.baseline_kind == "expected":                                       # b(a, y) for the images that sampled
-            rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_py)
-            if len(rows): b[rows] = self.expected_reward(feats[rows], captions[rows], lengths[rows])
-        ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e)
+            rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_ps)
+            if len(rows):
+                exp_logp = self.expected_reward(feats[rows], captions[rows], lengths[rows], per_word=True)   # (n, T)
+                b[rows] = rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
+        ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e,
+                                  rewards_to_go(word_logp) if per_step else None)
         loss = -ell.sum() / n_words
         if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words   # per word, as in 06
         n_sampled = sampled.sum()
-        if n_sampled > 0: self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
+        if n_sampled > 0:                                                          # b: mean reward per caption (per word)
+            per = (mask.sum(1) * sampled).sum() if per_step else n_sampled
+            self.update_baseline(float((log_py.detach() * sampled).sum() / per))
+        b_caption = b[..., 0] if b.dim() == 2 else b                               # G_0 is the whole caption's
         return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),
-                      "baseline": float(b.sum() / sampled.sum().clamp_min(1)) if b.dim() else float(b),
+                      "baseline": float((b_caption * sampled).sum() / n_sampled.clamp_min(1)) if b_caption.dim() else float(b_caption),
                       "expected": float(expected.float().mean())}
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6

@@ -17,9 +17,9 @@ from .core import check_shape
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'caption_nll', 'WarmupSteps', 'fast_tanh_', 'additive_scores',
-           'SoftAttention', 'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty', 'encode', 'train_step',
-           'quick_train', 'show_attention']
+__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'word_nll', 'caption_nll', 'WarmupSteps', 'fast_tanh_',
+           'additive_scores', 'SoftAttention', 'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty',
+           'encode', 'train_step', 'quick_train', 'show_attention']
 
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
 class Captioner(nn.Module):
@@ -39,11 +39,15 @@ def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     T = captions.shape[1] - 1
     return torch.arange(T, device=captions.device)[None] < (lengths.to(captions.device) - 1)[:, None]
 
-def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    "Per-caption negative log-likelihood `(B,)`, summed over real target words; padding never counts."
+def word_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    "Per-word negative log-likelihood `(B, T)`: −log p(y_t | y_<t, a) at real target words, 0 at padding."
     mask = target_mask(captions, lengths)
     nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none")   # (B·T,): rows of V contiguous
-    return (nll.view(mask.shape) * mask).sum(1)
+    return nll.view(mask.shape) * mask
+
+def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    "Per-caption negative log-likelihood `(B,)`, summed over real target words; padding never counts."
+    return word_nll(logits, captions, lengths).sum(1)
 
 # %% ../nbs/06_soft_attention.ipynb #warmupsteps
 class WarmupSteps(nn.Module):
