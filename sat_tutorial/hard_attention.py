@@ -44,7 +44,8 @@ def attention_entropy(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def reinforce_surrogate(log_py: torch.Tensor, log_ps: torch.Tensor, entropy: torch.Tensor, b,
                         sampled: torch.Tensor, lambda_r: float = 1.0, lambda_e: float = 0.0,
                         returns: torch.Tensor | None = None) -> torch.Tensor:
-    "Per-caption ℓ = log p(y|s̃) + λ_r·sg[log p(y|s̃) − b]·log p(s̃|a) + λ_e·H[s̃] `(B,)`; its gradient is the learning rule."
+    """Per-caption ℓ = log p(y|s̃) + λ_r·sg[log p(y|s̃) − b]·log p(s̃|a) + λ_e·H[s̃] `(B,)`; its gradient is the learning rule.
+    With `returns` G `(B, T)`, `log_ps` per step `(B, T)` and b a number or `(B, T)`, the middle term is λ_r·Σ_t sg[G_t − b_t]·log α_{t,s̃_t}."""
     R = log_py if returns is None else returns                 # (B,) or, per step, (B, T) rewards-to-go with log_ps (B, T)
     if R.shape != log_ps.shape: raise ValueError(f"the reward {tuple(R.shape)} and log p(s̃|a) {tuple(log_ps.shape)} must match")
     advantage = (R.detach() - b) * sampled.view(-1, *[1] * (R.dim() - 1))   # a constant; 0 where the expected α was used
@@ -66,7 +67,8 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0, credit: str = "caption", **soft_options):
+                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0,
+                 credit: str = "caption", **soft_options):
         "`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t (neither in the paper)."
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
