@@ -41,9 +41,10 @@ class SceneCNN(nn.Module):
             ys, xs = torch.meshgrid(torch.linspace(-1, 1, grid), torch.linspace(-1, 1, grid), indexing="ij")
             self.register_buffer("coords", torch.stack([xs, ys])[None], persistent=False)     # (1, 2, 16, 16)
         self.feature_dim, self.grid, self.frozen = feature_dim, grid, False
+        self.to(memory_format=torch.channels_last)                     # conv weights NHWC: faster on CPUs (see below)
 
     def forward(self, x):
-        f = self.net(x)                                                # (B, D, 8, 8), or (B, 4·width, 16, 16)
+        f = self.net(x.contiguous(memory_format=torch.channels_last))                                                # (B, D, 8, 8), or (B, 4·width, 16, 16)
         if self.head is not None: f = self.head(torch.cat([f, self.coords.expand(len(f), -1, -1, -1)], 1))
         return to_annotations(f)                                       # (B, grid², D)
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 import itertools
 
 import torch
+import torch.nn.functional as F
 
-from .soft_attention import SoftAttentionCaptioner, WarmupSteps, caption_nll, doubly_stochastic_penalty, target_mask, word_nll
+from .soft_attention import (SoftAttentionCaptioner, StepOperand, WarmupSteps, caption_nll, doubly_stochastic_penalty,
+                                         rows_per_image, target_mask, word_nll)
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
@@ -22,8 +24,13 @@ def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
     u = torch.rand(alpha.shape[0], 1, dtype=alpha.dtype, device=alpha.device)       # (B, 1)
     return (alpha.detach().cumsum(-1) < u).sum(-1).clamp_max(alpha.shape[-1] - 1)   # (B,): #{i: CDF_i < u}
 
-def hard_context(feats: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+def hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor) -> torch.Tensor:
     "ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per image: the annotation there, `(N, D)`."
+    if isinstance(feats, StepOperand):                # teacher forcing: one-hot @ a, so ∂/∂a is formed once per batch
+        if feats.deferred:
+            onehot = F.one_hot(s, feats.shape[1]).to(feats.r.dtype)                              # (N, L)
+            return (rows_per_image(onehot, feats.shape[0]) @ feats).flatten(0, 1)               # (B, k, L) @ (B, L, D)
+        feats = feats.r
     image = torch.arange(s.shape[0], device=feats.device) // (s.shape[0] // feats.shape[0])   # (N,) row -> its image
     return feats[image, s]                                                          # (B, L, D) -> (N, D)
 

@@ -18,8 +18,8 @@ from .data import Vocab
 
 # %% auto #0
 __all__ = ['Captioner', 'rows_per_image', 'target_mask', 'word_nll', 'caption_nll', 'WarmupSteps', 'fast_tanh_',
-           'additive_scores', 'SoftAttention', 'lstm_cell', 'SoftAttentionCaptioner', 'doubly_stochastic_penalty',
-           'encode', 'train_step', 'quick_train', 'show_attention']
+           'additive_scores', 'SoftAttention', 'StepOperand', 'lstm_cell', 'SoftAttentionCaptioner',
+           'doubly_stochastic_penalty', 'encode', 'train_step', 'quick_train', 'show_attention']
 
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
 class Captioner(nn.Module):
@@ -91,11 +91,12 @@ _CHUNK_BYTES = 8 << 20
 
 def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.Tensor:
     "e = w(tanh(keys + q)) `(B, k, L)` for keys `(B, L, A)` and k queries per image `(B, k, A)`."
+    v, b = w.weight[0], (w.bias if w.bias is not None else 0)        # w·y as a matrix-vector product (see above)
     if torch.is_grad_enabled() or keys.device.type != "cpu":
-        return w(fast_tanh_(keys[:, None] + q[:, :, None])).squeeze(-1)                  # (B, k, L, A) -> (B, k, L)
+        return fast_tanh_(keys[:, None] + q[:, :, None]) @ v + b                         # (B, k, L, A) -> (B, k, L)
     B, L, A = keys.shape
     n = max(1, _CHUNK_BYTES // (q.shape[1] * L * A * keys.element_size()))               # images per chunk
-    return torch.cat([w(fast_tanh_(keys[i:i + n, None] + q[i:i + n, :, None])).squeeze(-1) for i in range(0, B, n)])
+    return torch.cat([fast_tanh_(keys[i:i + n, None] + q[i:i + n, :, None]) @ v + b for i in range(0, B, n)])
 
 # %% ../nbs/06_soft_attention.ipynb #8ce8a2cf
 class SoftAttention(nn.Module):
@@ -111,12 +112,52 @@ class SoftAttention(nn.Module):
         return self.W_a(feats)
 
     def forward(self, keys: torch.Tensor, feats: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the annotations `(B, L, D)` and h_{t−1} `(N, H)`, N = k·B."
+        "α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the annotations `(B, L, D)` (or a `StepOperand` of them) and h_{t−1} `(N, H)`, N = k·B."
         q = rows_per_image(self.W_h(h), keys.shape[0])                         # (B, k, A)
         e = additive_scores(keys, q, self.w)                                   # (B, k, L)
         alpha = e.softmax(-1)                                                  # (B, k, L)
-        z = torch.bmm(alpha, feats)                                            # (B, k, L) @ (B, L, D) -> (B, k, D)
+        z = alpha @ feats                                                      # (B, k, L) @ (B, L, D) -> (B, k, D)
         return alpha.flatten(0, 1), z.flatten(0, 1)                            # (N, L), (N, D)
+
+# %% ../nbs/06_soft_attention.ipynb #steponce
+_graph_task = getattr(torch._C, "_current_graph_task_id", lambda: 0)   # which backward pass is running
+
+class _SumSteps(torch.autograd.Function):
+    "Identity on R; its backward adds Xᵀ G, formed once from the (x_t, g_t) pairs the steps left for this backward pass."
+    @staticmethod
+    def forward(ctx, r, pairs):
+        ctx.set_materialize_grads(False); ctx.pairs = pairs
+        return r.view_as(r)
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        mine = ctx.pairs.pop(_graph_task(), [])
+        if not mine: return g, None
+        X, G = (torch.cat(ts, -2) for ts in zip(*mine))                          # steps stacked along the rows
+        d = X.mT.to(G.dtype) @ G
+        return (d if g is None else g + d), None
+
+class _StepProduct(torch.autograd.Function):
+    "x_t @ R whose backward gives ∂/∂x_t = g_t Rᵀ now and leaves (x_t, g_t) for `_SumSteps`."
+    @staticmethod
+    def forward(ctx, x, r, pairs):
+        ctx.save_for_backward(x, r); ctx.pairs = pairs
+        return x @ r
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, g):
+        x, r = ctx.saved_tensors
+        if ctx.needs_input_grad[1]: ctx.pairs.setdefault(_graph_task(), []).append((x, g))
+        return (g @ r.mT.to(g.dtype) if ctx.needs_input_grad[0] else None), None, None
+
+class StepOperand:
+    "R, the right operand of one `x_t @ R` per step of a recurrence: ∂/∂R = Σ_t x_tᵀ g_t is formed once, after the last step's backward."
+    def __init__(self, r: torch.Tensor):
+        self.shape, self.pairs = r.shape, {}
+        self.deferred = torch.is_grad_enabled() and r.requires_grad
+        self.r = _SumSteps.apply(r, self.pairs) if self.deferred else r
+    def __rmatmul__(self, x: torch.Tensor) -> torch.Tensor:
+        return _StepProduct.apply(x, self.r, self.pairs) if self.deferred else x @ self.r
 
 # %% ../nbs/06_soft_attention.ipynb #22568d65
 def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,6 +169,7 @@ def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch
 class SoftAttentionCaptioner(Captioner):
     "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
     static_state = (2, 3)                                                        # a and W_a a + b
+    step_grads_once = True          # teacher forcing forms ∂/∂a, ∂/∂W_z, ∂/∂U once per batch (`StepOperand`); False: per step
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
                  uniform_attention: bool = False):
@@ -151,7 +193,7 @@ class SoftAttentionCaptioner(Captioner):
         return (torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)), feats, self.attention.keys(feats))
 
     def context(self, alpha: torch.Tensor, z: torch.Tensor, feats: torch.Tensor, h: torch.Tensor, t: int | None = None):
-        "ẑ_t from the attention: soft attention uses the expectation Σ α a, scaled by β_t. (Hard attention overrides.)"
+        "ẑ_t from the attention: soft attention uses the expectation Σ α a, scaled by β_t. (Hard attention overrides; `feats` may be a `StepOperand`.)"
         return z * torch.sigmoid(self.f_beta(h)) if self.f_beta is not None else z
 
     def _input_gates(self, emb: torch.Tensor) -> torch.Tensor:
@@ -159,15 +201,20 @@ class SoftAttentionCaptioner(Captioner):
         W_e = self.lstm.weight_ih[:, :self.embed_dim]
         return emb @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
 
-    def _recurrence(self, gates_e, h, c, feats, keys, t=None, W_zT=None):
+    def _operands(self, feats: torch.Tensor, once: bool = False) -> tuple:
+        "(W_zᵀ, Uᵀ, a): what every step multiplies; `once`: as `StepOperand`s. W_z is sliced here, once per batch."
+        ops = (self.lstm.weight_ih[:, self.embed_dim:].T, self.lstm.weight_hh.T, feats)    # (D, 4H), (H, 4H), (B, L, D)
+        return tuple(StepOperand(o) for o in ops) if once else ops
+
+    def _recurrence(self, gates_e, h, c, feats, keys, t=None, ops=None):
         "One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM. Returns h_t, c_t, ẑ_t, α_t."
+        W_zT, U_T, reads = ops or self._operands(feats)
         if self.uniform_attention:
             alpha = torch.full((h.shape[0], feats.shape[1]), 1 / feats.shape[1], device=feats.device, dtype=feats.dtype)
             z = feats.mean(1).repeat_interleave(h.shape[0] // feats.shape[0], 0)          # (N, D)
-        else: alpha, z = self.attention(keys, feats, h)
-        z = self.context(alpha, z, feats, h, t)
-        if W_zT is None: W_zT = self.lstm.weight_ih[:, self.embed_dim:].T                 # (D, 4H)
-        h, c = lstm_cell(gates_e + z @ W_zT + h @ self.lstm.weight_hh.T, c)
+        else: alpha, z = self.attention(keys, reads, h)
+        z = self.context(alpha, z, reads, h, t)
+        h, c = lstm_cell(gates_e + z @ W_zT + h @ U_T, c)
         return h, c, z, alpha
 
     def _logits(self, emb, h, z):
@@ -182,10 +229,10 @@ class SoftAttentionCaptioner(Captioner):
         h, c, feats, keys = self.init_state(feats)
         emb = self.embed(captions[:, :-1])                                       # (B, T, E)
         gates_e = self._input_gates(emb)                                         # (B, T, 4H), all steps at once
-        W_zT = self.lstm.weight_ih[:, self.embed_dim:].T                         # (D, 4H), sliced once per batch
+        ops = self._operands(feats, self.step_grads_once)
         hs, zs, alphas = [], [], []
         for t in range(emb.shape[1]):
-            h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t, W_zT)
+            h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t, ops)
             hs.append(h); zs.append(z); alphas.append(alpha)
         logits = self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1))      # (B, T, V), one big matmul
         return logits, torch.stack(alphas, 1)
