@@ -21,7 +21,7 @@ import torch
 
 from sat_tutorial.adaptive_attention import FUNCTION_WORDS
 from sat_tutorial.scenes import ground_tokens
-from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
+from sat_tutorial.training import caption_metrics, evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
@@ -41,9 +41,8 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
 }
 
 
-def grounding_split(enc, m, recs, cfg, vocab) -> dict:
-    "Adaptive attention: mean 1 − β_t of the generated words (beam 3) by kind: object words (tied to an object by `ground_tokens`), function words, other."
-    caps, kept = generate(enc, m, recs, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+def grounding_split(caps, kept, vocab) -> dict:
+    "Adaptive attention: mean 1 − β_t of the generated words (from `generate`) by kind: object words (tied to an object by `ground_tokens`), function words, other."
     kinds = {"object": [], "function": [], "other": []}
     for r, c in zip(kept, caps):
         words, look = vocab.decode(c.tokens), c.attn.sum(-1)
@@ -60,12 +59,13 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
     train_min = (time.perf_counter() - t0) / 60 if train else summary["minutes"]
     enc, m, vocab, _ = load_captioner(run / "best.pt")
     t1 = time.perf_counter()
-    met, caps = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+    generated, kept = generate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+    met, caps = caption_metrics(generated, kept, vocab)
     row = {"variant": name, "model": model, "encoder": cfg.encoder, "model_kwargs": mk, "steps": summary["steps"],
            "train_minutes": round(train_min, 2), "best_val": summary["best"], "eval_seconds": round(time.perf_counter() - t1, 1),
            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
            "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
-    if model == "adaptive": row.update(grounding_split(enc, m, recs["test"], cfg, vocab))
+    if model == "adaptive": row.update(grounding_split(generated, kept, vocab))               # the same captions, decoded once
     if model == "hard":   # the row is the model's own reads (argmax); also the soft context Σ α a at test, labelled as such
         m.inference, was = "expected", m.inference
         soft_met, _ = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)

@@ -15,6 +15,7 @@ HERE = Path(__file__).resolve().parent
 
 SPEED = {  # name: arguments of one benchmark script (issue that sets the target)
     "soft_attention": ["bench_soft_attention.py"],                                  # issue 3: train step vs reference decoder
+    "scenes_step": ["bench_scenes_step.py"],                                        # issue 3: the scenes preset's step, speed choices on/off
     "decoding": ["bench_decoding.py", "--feature-dims", "2048", "512", "--batch-sizes", "50", "100", "500"],  # issue 3
     "ram": ["bench_ram.py", "throughput"],                                          # issue 4: retina vs per-image loop
     "draw": ["bench_draw.py", "--skip", "runs", "ablation"],                        # issue 4: images/s with/without attention

@@ -12,7 +12,7 @@ import torch.nn as nn
 
 from .core import check_shape
 from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_stochastic_penalty, fast_tanh_, lstm_cell,
-                                         rows_per_image, show_attention, target_mask, WarmupSteps)
+                                         rows_per_image, show_attention, StepOperand, target_mask, WarmupSteps)
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability',
@@ -41,11 +41,11 @@ class AdaptiveAttention(nn.Module):
 
     @staticmethod
     def combine(z: torch.Tensor, z_s: torch.Tensor, V: torch.Tensor, s: torch.Tensor):
-        "α̂_t `(N, L+1)`, c_t `(N, d)` and ĉ_t `(N, d)` from the scores, the region features V `(B, L, d)` and s_t `(N, d)`."
+        "α̂_t `(N, L+1)`, c_t `(N, d)` and ĉ_t `(N, d)` from the scores, the region features V `(B, L, d)` (or their `StepOperand`) and s_t `(N, d)`."
         alpha_hat = torch.cat([z, z_s], -1).softmax(-1)                   # (N, L+1)
         beta = alpha_hat[:, -1:]                                         # (N, 1)
         alpha = rows_per_image(z.softmax(-1), V.shape[0])                # (B, k, L): where to look, if looking
-        c = torch.bmm(alpha, V).flatten(0, 1)                            # (B, k, L) @ (B, L, d) -> (N, d)
+        c = (alpha @ V).flatten(0, 1)                                    # (B, k, L) @ (B, L, d) -> (N, d)
         c_hat = beta * s + (1 - beta) * c                                # (N, d)
         return alpha_hat, c, c_hat
 
@@ -127,6 +127,7 @@ class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
         check_shape(captions, ("B", None), dims, name="captions")
         h, m, V, keys, v_g = self.init_state(feats)
         gates_x, Wx_x = self._inputs(self.embed(captions[:, :-1]), v_g)          # (B, T, 4d), (B, T, d)
+        if self.step_grads_once: V = StepOperand(V)                              # ∂/∂V formed once per batch (notebook 06)
         hs, cs, alphas, closed = [], [], [], not self.sentinel_open()
         for t in range(gates_x.shape[1]):
             h, m, alpha_hat, c_hat = self._recurrence(gates_x[:, t], Wx_x[:, t], h, m, V, keys, closed)

@@ -18,8 +18,8 @@ from .core import check_shape
 from .data import ImageRecord
 from .encoders import SceneCNN, TorchvisionEncoder
 from .scenes import IMAGE_SIZE
-from .soft_attention import (Captioner, SoftAttention, caption_nll, doubly_stochastic_penalty, lstm_cell, rows_per_image,
-                                         target_mask)
+from .soft_attention import (Captioner, SoftAttention, StepOperand, caption_nll, doubly_stochastic_penalty, lstm_cell,
+                                         rows_per_image, target_mask)
 
 # %% auto #0
 __all__ = ['TSV_FIELDS', 'scene_distractors', 'add_scene_regions', 'pool_regions', 'box_geometry', 'SceneRegionEncoder',
@@ -245,6 +245,8 @@ class BUTDCaptioner(Captioner):
         state = self.init_state(feats)
         gates_w = self._word_gates(self.embed(captions[:, :-1]))                   # (B, T, 4H), all steps at once
         W_h2T = self._att_weights()[0].T                                           # sliced once per batch (notebook 06)
+        if self.step_grads_once:                                                   # ∂/∂v, ∂/∂W_h2 formed once per batch (notebook 06)
+            W_h2T, state = StepOperand(W_h2T), state[:4] + (StepOperand(state[4]),) + state[5:]
         h2s, alphas = [], []
         for t in range(gates_w.shape[1]):
             state, alpha = self._recurrence(gates_w[:, t], state, W_h2T)

@@ -25,6 +25,7 @@ __all__ = ['Captioner', 'rows_per_image', 'target_mask', 'word_nll', 'caption_nl
 class Captioner(nn.Module):
     "Base class of the captioners: `forward`, `init_state`, `step`, `loss` (see the notebook for the contract)."
     static_state: tuple[int, ...] = ()      # positions of the per-image constants in the state (one row per image)
+    step_grads_once: bool = True            # teacher forcing forms the gradients of what every step multiplies once per batch
     def init_state(self, feats: torch.Tensor) -> tuple: raise NotImplementedError
     def step(self, words: torch.Tensor, state: tuple) -> tuple: raise NotImplementedError
     def loss(self, feats, captions, lengths) -> tuple: raise NotImplementedError
@@ -169,7 +170,6 @@ def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch
 class SoftAttentionCaptioner(Captioner):
     "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
     static_state = (2, 3)                                                        # a and W_a a + b
-    step_grads_once = True          # teacher forcing forms ∂/∂a, ∂/∂W_z, ∂/∂U once per batch (`StepOperand`); False: per step
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
                  uniform_attention: bool = False):

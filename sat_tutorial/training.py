@@ -25,9 +25,9 @@ from .soft_attention import encode, train_step
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
-           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'init_distributed',
-           'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible',
-           'load_captioner', 'SelfCritical']
+           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
+           'init_distributed', 'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'checkpoint_config',
+           'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -211,10 +211,14 @@ def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: V
     return caps, kept
 
 def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 3, max_len: int = 20, device="cpu",
-             meteor: bool = True, progress: bool = False, loader=None, suppress=()) -> dict:
-    "Metrics of the model's captions for `records` (and attention correctness where objects are known)."
+             meteor: bool = True, progress: bool = False, loader=None, suppress=()) -> tuple[dict, dict]:
+    "Metrics of the model's captions for `records` (and attention correctness where objects are known), and the captions by file name."
     caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader,
                           suppress=suppress)
+    return caption_metrics(caps, kept, vocab, meteor)
+
+def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict, dict]:
+    "`evaluate`'s metrics and captions by file name, from the captions and records `generate` returned."
     hyps = {r.filename: " ".join(vocab.decode(c.tokens)) for r, c in zip(kept, caps)}
     out = score({r.filename: r.raw for r in kept}, hyps, meteor=meteor)
     ac = []

@@ -1,5 +1,7 @@
 """The Captioner protocol, checked the same way for every captioner: shapes, clear errors, `step` replaying `forward`,
 and padding that never matters."""
+import copy
+
 import pytest
 import torch
 
@@ -72,3 +74,21 @@ def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
         assert "penalty" in stats or not alpha_c or isinstance(m, HardAttentionCaptioner)
         out.append((loss.detach(), torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])))
     assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_gradients_formed_once_equal_per_step(cls):
+    "`step_grads_once` (StepOperand, notebook 06) changes how the gradients of what every step multiplies are summed, not their values."
+    m = small(cls).double().train()
+    caps, lengths = caption_batch()
+    feats = torch.randn(3, 10, 8, dtype=torch.float64)
+    names, params = zip(*m.named_parameters())
+    grads, start = {}, copy.deepcopy(m.state_dict())                  # hard attention's loss moves its baseline: start both alike
+    for once in (False, True):
+        m.load_state_dict(start); m.step_grads_once = once
+        f = feats.clone().requires_grad_()
+        torch.manual_seed(0)                                            # hard attention: the same sampled locations
+        grads[once] = torch.autograd.grad(m.loss(f, caps, lengths)[0], params + (f,), allow_unused=True)
+    for n, a, b in zip(names + ("feats",), grads[False], grads[True]):
+        assert (a is None) == (b is None), n
+        if a is not None: assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), n
