@@ -44,7 +44,7 @@ class SceneCNN(nn.Module):
         self.to(memory_format=torch.channels_last)                     # conv weights NHWC: faster on CPUs (see below)
 
     def forward(self, x):
-        f = self.net(x.contiguous(memory_format=torch.channels_last))                                                # (B, D, 8, 8), or (B, 4·width, 16, 16)
+        f = self.net(x.contiguous(memory_format=torch.channels_last))  # (B, D, 8, 8), or (B, 4·width, 16, 16)
         if self.head is not None: f = self.head(torch.cat([f, self.coords.expand(len(f), -1, -1, -1)], 1))
         return to_annotations(f)                                       # (B, grid², D)
 
