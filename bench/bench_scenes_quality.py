@@ -92,6 +92,7 @@ def main():
     ap.add_argument("--eval-only", action="store_true", help="evaluate OUT/scenes_NAME/best.pt of an earlier run, no training")
     ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
     ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
+    ap.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 autocast on a CPU); evaluation stays float32")
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
@@ -105,7 +106,7 @@ def main():
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
-                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune)
+                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp)
         recs = load_records(cfg)
         if args.scst_only:
             if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")

@@ -92,3 +92,19 @@ def test_gradients_formed_once_equal_per_step(cls):
     for n, a, b in zip(names + ("feats",), grads[False], grads[True]):
         assert (a is None) == (b is None), n
         if a is not None: assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), n
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_bf16_autocast_training_step(cls):
+    "`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained through the annotations, gives finite float32 gradients."
+    from sat_tutorial.soft_attention import train_step
+    m, enc = small(cls), torch.nn.Linear(8, 8)
+    caps, lengths = caption_batch()
+    opt = torch.optim.Adam(list(enc.parameters()) + list(m.parameters()), lr=1e-3)
+    before = [p.detach().clone() for p in m.parameters()]
+    stats = train_step(enc, m, {"images": torch.randn(3, 10, 8), "captions": caps, "lengths": lengths}, opt, amp_dtype=torch.bfloat16)
+    assert torch.isfinite(torch.tensor(stats["loss"])) and torch.isfinite(torch.tensor(stats["grad_norm"]))
+    for p in list(m.parameters()) + list(enc.parameters()):
+        assert p.grad is None or (p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all())
+    assert any(not torch.equal(a, p) for a, p in zip(before, m.parameters()))
+    assert enc.weight.grad is not None and enc.weight.grad.abs().sum() > 0
