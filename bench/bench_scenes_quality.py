@@ -35,6 +35,7 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600, "credit": "caption"}),
     "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0, "credit": "caption"}),
     "hard_rtg": ("hard", {}),                                              # the preset: λ_r 0.1, warm-up 300, reward-to-go
+    "hard_pexp0.25": ("hard", {"p_expected": 0.25}),                       # the preset, but Σ α a for a quarter of the images, not half
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),
     "butd": ("butd", {}),
@@ -66,11 +67,14 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
            **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in met.items()},
            "examples": [{"generated": caps[r.filename], "reference": r.raw[0]} for r in recs["test"][:5]]}
     if model == "adaptive": row.update(grounding_split(generated, kept, vocab))               # the same captions, decoded once
-    if model == "hard":   # the row is the model's own reads (argmax); also the soft context Σ α a at test, labelled as such
-        m.inference, was = "expected", m.inference
-        soft_met, _ = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+    if model == "hard":   # the row is the model's own reads (argmax); also the per-step marginal over locations, and
+        was = m.inference  # the soft context Σ α a at test (not hard attention's score), each labelled as such
+        for mode, key, keys in (("marginal", "with_marginal_reads", ("bleu1", "bleu4", "meteor", "rouge_l", "cider", "attention_correctness")),
+                                ("expected", "with_expected_context_at_test", ("bleu4", "cider", "attention_correctness"))):
+            m.inference, t2 = mode, time.perf_counter()
+            other, _ = evaluate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
+            row[key] = {k: round(other[k], 4) for k in keys} | {"eval_seconds": round(time.perf_counter() - t2, 1)}
         m.inference = was
-        row["with_expected_context_at_test"] = {k: round(soft_met[k], 4) for k in ("bleu4", "cider", "attention_correctness")}
     print(f"{name}: {json.dumps({k: v for k, v in row.items() if k != 'examples'})}", flush=True)
     return row
 

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'add_evaluate', 'cmd_evaluate', 'add_caption',
-           'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
+__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads', 'add_evaluate', 'cmd_evaluate',
+           'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
@@ -118,6 +118,19 @@ def cmd_train(args) -> int:
 # %% ../nbs/13_cli.ipynb #0625e7e0
 _NO_UNK_HELP = ("never emit <unk>: decoding takes the best other word "
                 "(not in the papers; every number in bench/RESULTS.md was measured without it)")
+_READS_HELP = ("hard attention only, how the model reads at test time: argmax (one location per word; the default), "
+               "marginal (scores each word by the sum over locations, then keeps the location that best explains it; "
+               "one LSTM step per location, notebook 07), expected (the soft context Σ α a: not hard attention's score)")
+
+def set_reads(model, reads: str | None, checkpoint) -> None:
+    "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
+    if reads is None: return
+    if not hasattr(model, "marginal_k"):
+        raise SystemExit(f"--reads applies to hard-attention checkpoints; {checkpoint} holds a {type(model).__name__}")
+    model.inference = reads
+
+def add_reads(p) -> None:
+    p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP + " (default: argmax)")
 
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
@@ -129,6 +142,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
     p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
+    add_reads(p)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
 
@@ -137,9 +151,11 @@ def cmd_evaluate(args) -> int:
     from sat_tutorial.training import evaluate, load_captioner
     dev = get_device(args.device)
     enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
+    set_reads(model, args.reads, args.checkpoint)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit: recs = recs[:args.limit]
-    print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}")
+    print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
+          + (f", {args.reads} reads" if args.reads else ""))
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader,
                        suppress=[vocab.unk] if args.no_unk else ())
@@ -148,7 +164,7 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "beam_size": args.beam_size,
-                                               "no_unk": args.no_unk, "metrics": m, "captions": caps}, indent=1))
+                                               "no_unk": args.no_unk, "reads": args.reads, "metrics": m, "captions": caps}, indent=1))
         print(f"wrote {args.json}")
     return 0
 
@@ -161,6 +177,7 @@ def add_caption(sub) -> None:
     p.add_argument("--attention-png", help="write each word's attention over the image here "
                    "(with several images: PNG name gets _<n> before the suffix)")
     p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
+    add_reads(p)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_caption)
 
@@ -175,6 +192,7 @@ def cmd_caption(args) -> int:
     from sat_tutorial.training import load_captioner, transform_for
     dev = get_device(args.device)
     enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
+    set_reads(model, args.reads, args.checkpoint)
     if cfg.features:   # trained on stored features: run the backbone that made them
         enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
         cfg = replace(cfg, features=None)
@@ -196,7 +214,7 @@ def cmd_caption(args) -> int:
             if len(args.images) > 1: out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
             g = int(round(c.attn.shape[1] ** 0.5))
             shown = im if cfg.encoder == "scene_cnn" else im.resize((size, size))
-            fig = show_attention(shown, words, c.attn, (g, g), hard=cfg.model == "hard", title=" ".join(words))
+            fig = show_attention(shown, words, c.attn, (g, g), hard=cfg.model == "hard" and model.inference != "expected", title=" ".join(words))
             out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90)
             print(f"  attention: {out}")
     return 0

@@ -10,13 +10,13 @@ import itertools
 import torch
 import torch.nn.functional as F
 
-from .soft_attention import (SoftAttentionCaptioner, StepOperand, WarmupSteps, caption_nll, doubly_stochastic_penalty,
+from .soft_attention import (SoftAttentionCaptioner, StepOperand, WarmupSteps, caption_nll, doubly_stochastic_penalty, lstm_cell,
                                          rows_per_image, target_mask, word_nll)
 
 # %% auto #0
-__all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
+__all__ = ['MARGINAL_CHUNK', 'sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
            'reinforce_surrogate', 'rewards_to_go', 'HardAttentionCaptioner', 'location_sequences',
-           'lower_bound_by_enumeration']
+           'lower_bound_by_enumeration', 'marginal_init', 'marginal_step', 'marginal_forward']
 
 # %% ../nbs/07_hard_attention.ipynb #475bbdb6
 def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
@@ -66,7 +66,7 @@ def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
 class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the REINFORCE rule of Xu et al. 2015, §4.1."
-    INFERENCE = ("argmax", "expected", "sample")
+    INFERENCE = ("argmax", "expected", "sample", "marginal")   # "marginal": notebook section "Decoding by the per-step marginal"
     BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
     CREDITS = ("caption", "reward_to_go")               # the paper's: every s̃_t gets the whole caption's reward; or only G_t
     warmup_option = "expected_warmup"
@@ -75,8 +75,9 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
                  inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0,
-                 credit: str = "caption", **soft_options):
-        "`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t (neither in the paper)."
+                 credit: str = "caption", marginal_k: int | None = None, **soft_options):
+        """`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t;
+        `marginal_k`: how many of α_t's most probable locations 'marginal' inference sums over (None: all L). None of these is in the paper."""
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
         if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
@@ -84,6 +85,8 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
         self.baseline_decay, self.inference, self.baseline_kind = baseline_decay, inference, baseline_kind
         self.expected_warmup, self.credit = expected_warmup, credit
+        if marginal_k is not None and marginal_k < 1: raise ValueError(f"marginal_k must be at least 1 (or None for all locations), not {marginal_k}")
+        self.marginal_k = marginal_k
         self._init_warmup()                                                        # train_steps (notebook 06)
         self.register_buffer("baseline", torch.zeros(()))                          # b_k (per caption; per word for "reward_to_go")
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
@@ -105,6 +108,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         "Teacher forcing that also returns the locations read, `(B, T)` (None when none was: 'expected' inference)."
         BT = (feats.shape[0], captions.shape[1] - 1)
         if s is not None and tuple(s.shape) != BT: raise ValueError(f"s must be (B, T) = {BT}, got {tuple(s.shape)}")
+        if s is None and expected is None and self._marginal(): return (*marginal_forward(self, feats, captions), None)
         self._forced, self._expected, self._trace = s, expected, []
         try: logits, alpha = super().forward(feats, captions, lengths)
         finally: trace, self._forced, self._expected, self._trace = self._trace, None, None, None
@@ -113,6 +117,17 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     def forward(self, feats, captions, lengths, s: torch.Tensor | None = None, expected: torch.Tensor | None = None):
         "Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by `s (B, T)`, or by `inference`."
         return self.rollout(feats, captions, lengths, s, expected)[:2]
+
+    def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
+
+    def init_state(self, feats: torch.Tensor) -> tuple:
+        "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
+        state = super().init_state(feats)
+        return marginal_init(self, state) if self._marginal() and self._trace is None else state
+
+    def step(self, words: torch.Tensor, state: tuple):
+        "One decoding step (`SoftAttentionCaptioner.step` reading one location, or the per-step marginal over locations)."
+        return marginal_step(self, words, state) if self._marginal() else super().step(words, state)
 
     @torch.no_grad()
     def expected_reward(self, feats, captions, lengths, per_word: bool = False) -> torch.Tensor:
@@ -189,3 +204,47 @@ def lower_bound_by_enumeration(model: HardAttentionCaptioner, feats, captions, l
         bound.append((log_ps.exp() * log_py).sum())
         marginal.append(torch.logsumexp(log_ps + log_py, 0))
     return torch.stack(bound), torch.stack(marginal)
+
+# %% ../nbs/07_hard_attention.ipynb #marginalcode
+MARGINAL_CHUNK = 2 ** 24   # logits 'marginal' decoding holds at once (64 MB in float32): N·K·V can be far more at paper sizes
+
+def marginal_init(model: HardAttentionCaptioner, state: tuple) -> tuple:
+    "'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row, `(N, 1, H)` each, and what picks among candidates: u `(N, 1, E)`, offset `(N, 1)`."
+    h, c, feats, keys = state
+    return h[:, None], c[:, None], feats, keys, h.new_zeros(h.shape[0], 1, model.L_o.in_features), h.new_zeros(h.shape[0], 1)
+
+def marginal_step(model: HardAttentionCaptioner, words: torch.Tensor, state: tuple):
+    """log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) `(N, V)`, the new state, and α_t `(N, L)`.
+    `words` (y_{t−1}) first commits s_{t−1} to its posterior mode among the previous step's candidates."""
+    hK, cK, feats, keys, u, offset = state                                     # (N, K', H) ×2, a, keys, (N, K', E), (N, K')
+    N, rows = words.shape[0], torch.arange(words.shape[0], device=words.device)
+    post = (u @ model.L_o.weight[words][:, :, None]).squeeze(-1) + offset      # (N, K'): log α_i p(y_{t−1} | s = i), less b_y
+    pick = post.argmax(1)                                                      # ŝ_{t−1}
+    h, c = hK[rows, pick], cK[rows, pick]                                      # (N, H)
+    emb = model.embed(words)                                                   # (N, E)
+    alpha, _ = model.attention(keys, feats, h)                                 # (N, L)
+    K = alpha.shape[1] if model.marginal_k is None else min(model.marginal_k, alpha.shape[1])
+    top, idx = alpha.topk(K, -1)                                               # (N, K)
+    z = feats[(rows // (N // feats.shape[0]))[:, None], idx]                   # (N, K, D): a_i of each candidate
+    if model.f_beta is not None: z = z * torch.sigmoid(model.f_beta(h))[:, None]   # the β gate, as in `context`
+    W_zT, U_T, _ = model._operands(feats)
+    h_k, c_k = lstm_cell((model._input_gates(emb) + h @ U_T)[:, None] + z @ W_zT, c[:, None])   # K steps from one state
+    u = emb[:, None] + model.L_h(h_k) + model.L_z(z)                           # (N, K, E): the deep output's input (eval: no dropout)
+    log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()                   # (N, K)
+    per = max(1, MARGINAL_CHUNK // (N * model.L_o.out_features))               # candidates whose logits are held at once
+    mix, offsets = None, []
+    for k in range(0, K, per):
+        logits = model.L_o(u[:, k:k + per])                                    # (N, k', V)
+        off = log_a[:, k:k + per] - logits.logsumexp(-1)                       # log α_i − log Σ_v exp(logit_iv)
+        part = (off[..., None] + logits).logsumexp(1)                          # log Σ_i α_i p(y_t | s_t = i), over these i
+        mix = part if mix is None else torch.logaddexp(mix, part)
+        offsets.append(off)
+    return mix, (h_k, c_k, feats, keys, u, torch.cat(offsets, 1)), alpha
+
+def marginal_forward(model: HardAttentionCaptioner, feats: torch.Tensor, captions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Teacher forcing with 'marginal' inference: `step` along the given words. Log-probabilities `(B, T, V)` (as logits), α `(B, T, L)`."
+    state, out = model.init_state(feats), []
+    for t in range(captions.shape[1] - 1):
+        lp, state, a = model.step(captions[:, t], state)
+        out.append((lp, a))
+    return torch.stack([o[0] for o in out], 1), torch.stack([o[1] for o in out], 1)

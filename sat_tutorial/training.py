@@ -26,8 +26,8 @@ from .soft_attention import encode, train_step
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
            'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
-           'init_distributed', 'GlobalBatchLoss', 'lr_factor', 'checkpoint_state', 'fit', 'checkpoint_config',
-           'check_compatible', 'load_captioner', 'SelfCritical']
+           'init_distributed', 'GlobalBatchLoss', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit',
+           'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -294,9 +294,17 @@ def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
     done = min(1.0, max(step / max(total, 1), clock))                # share of the run behind us
     return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
 
+def cpu_has_fast_bf16() -> bool:
+    "Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own test; on AVX2 alone bf16 is slower than float32)."
+    try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())          # a private op; the public capability string otherwise
+    except (AttributeError, RuntimeError): return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
 def _amp(cfg, device):
     if not cfg.amp: return None, None
     if device.type == "cuda" and not torch.cuda.is_bf16_supported(): return torch.float16, torch.amp.GradScaler("cuda")
+    if device.type == "cpu" and not cpu_has_fast_bf16():
+        warnings.warn(f"--amp on a CPU without fast bfloat16 ({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
+                      "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster")
     return torch.bfloat16, None
 
 def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0) -> dict:

@@ -89,3 +89,22 @@ def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
         caps = json.loads(js.read_text())["captions"]
         words[bool(flag)] = [w for c in caps.values() for w in c.split()]
     assert "<unk>" in words[False] and words[True] and "<unk>" not in words[True]
+
+
+def test_reads_flag_for_hard_attention(tmp_path, capsys):
+    "`evaluate --reads marginal` decodes a hard-attention checkpoint by the per-step marginal; on a soft checkpoint the flag is refused."
+    from sat_tutorial.training import fit, scenes_config
+    small = dict(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
+                 hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8)
+    for model in ("hard", "soft"):
+        fit(scenes_config(model=model, **small), tmp_path / model, progress=False, log=lambda *a: None)
+    out = {}
+    for reads in ("argmax", "marginal"):
+        js = tmp_path / f"{reads}.json"
+        assert main(["evaluate", "--checkpoint", str(tmp_path / "hard" / "last.pt"), "--device", "cpu", "--json", str(js),
+                     "--reads", reads, "--beam-size", "2"]) == 0
+        out[reads] = json.loads(js.read_text())
+        assert out[reads]["reads"] == reads and len(out[reads]["captions"]) == 4
+    assert f"marginal reads" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="hard-attention checkpoints"):
+        main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"])

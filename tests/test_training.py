@@ -232,3 +232,19 @@ def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
     ck = load_checkpoint(tmp_path / "two" / "last.pt")
     summary = json.loads((tmp_path / "two" / "train_summary.json").read_text())
     assert 0 < ck["step"] == summary["steps"] < 100000 and summary["minutes"] >= 0.05 and summary["world_size"] == 2
+
+
+def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
+    "`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns that float32 is faster; with fast bf16 it is silent."
+    import warnings
+    import sat_tutorial.training as tr
+    cfg = scenes_config(amp=True)
+    assert tr.cpu_has_fast_bf16() in (True, False)                     # this machine's answer, whichever it is
+    monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="without fast bfloat16"):
+        assert tr._amp(cfg, torch.device("cpu")) == (torch.bfloat16, None)
+    monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert tr._amp(cfg, torch.device("cpu")) == (torch.bfloat16, None)
+        assert tr._amp(scenes_config(), torch.device("cpu")) == (None, None)
