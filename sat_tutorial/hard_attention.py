@@ -14,8 +14,8 @@ from .soft_attention import (SoftAttentionCaptioner, StepOperand, WarmupSteps, c
                                          rows_per_image, target_mask, word_nll)
 
 # %% auto #0
-__all__ = ['MARGINAL_CHUNK', 'sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
-           'reinforce_surrogate', 'rewards_to_go', 'HardAttentionCaptioner', 'location_sequences',
+__all__ = ['MARGINAL_CHUNK', 'MARGINAL_STATIC', 'sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob',
+           'attention_entropy', 'reinforce_surrogate', 'rewards_to_go', 'HardAttentionCaptioner', 'location_sequences',
            'lower_bound_by_enumeration', 'marginal_init', 'marginal_step', 'marginal_forward']
 
 # %% ../nbs/07_hard_attention.ipynb #475bbdb6
@@ -120,6 +120,11 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
 
     def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
 
+    @property
+    def static_state(self) -> tuple[int, ...]:
+        "Positions of the per-image constants in the decoding state (more of them for 'marginal' decoding)."
+        return MARGINAL_STATIC if self._marginal() else SoftAttentionCaptioner.static_state
+
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
         state = super().init_state(feats)
@@ -208,15 +213,20 @@ def lower_bound_by_enumeration(model: HardAttentionCaptioner, feats, captions, l
 # %% ../nbs/07_hard_attention.ipynb #marginalcode
 MARGINAL_CHUNK = 2 ** 24   # logits 'marginal' decoding holds at once (64 MB in float32): N·K·V can be far more at paper sizes
 
+MARGINAL_STATIC = (2, 3, 6, 7)   # the per-image constants of the 'marginal' state: a, keys, a W_z, a L_zᵀ
+
 def marginal_init(model: HardAttentionCaptioner, state: tuple) -> tuple:
-    "'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row, `(N, 1, H)` each, and what picks among candidates: u `(N, 1, E)`, offset `(N, 1)`."
+    """'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row, `(N, 1, H)` each; what picks among candidates,
+    u `(N, 1, E)` and offset `(N, 1)`; and, once per image, what every candidate's read a_i contributes: a_i W_z `(B, L, 4H)`, L_z a_i `(B, L, E)`."""
     h, c, feats, keys = state
-    return h[:, None], c[:, None], feats, keys, h.new_zeros(h.shape[0], 1, model.L_o.in_features), h.new_zeros(h.shape[0], 1)
+    W_zT = model._operands(feats)[0]
+    return (h[:, None], c[:, None], feats, keys, h.new_zeros(h.shape[0], 1, model.L_o.in_features), h.new_zeros(h.shape[0], 1),
+            feats @ W_zT, feats @ model.L_z.weight.T)
 
 def marginal_step(model: HardAttentionCaptioner, words: torch.Tensor, state: tuple):
     """log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) `(N, V)`, the new state, and α_t `(N, L)`.
     `words` (y_{t−1}) first commits s_{t−1} to its posterior mode among the previous step's candidates."""
-    hK, cK, feats, keys, u, offset = state                                     # (N, K', H) ×2, a, keys, (N, K', E), (N, K')
+    hK, cK, feats, keys, u, offset, aW, aL = state                             # (N, K', H) ×2, a, keys, (N, K', E), (N, K'), tables
     N, rows = words.shape[0], torch.arange(words.shape[0], device=words.device)
     post = (u @ model.L_o.weight[words][:, :, None]).squeeze(-1) + offset      # (N, K'): log α_i p(y_{t−1} | s = i), less b_y
     pick = post.argmax(1)                                                      # ŝ_{t−1}
@@ -225,11 +235,14 @@ def marginal_step(model: HardAttentionCaptioner, words: torch.Tensor, state: tup
     alpha, _ = model.attention(keys, feats, h)                                 # (N, L)
     K = alpha.shape[1] if model.marginal_k is None else min(model.marginal_k, alpha.shape[1])
     top, idx = alpha.topk(K, -1)                                               # (N, K)
-    z = feats[(rows // (N // feats.shape[0]))[:, None], idx]                   # (N, K, D): a_i of each candidate
-    if model.f_beta is not None: z = z * torch.sigmoid(model.f_beta(h))[:, None]   # the β gate, as in `context`
-    W_zT, U_T, _ = model._operands(feats)
-    h_k, c_k = lstm_cell((model._input_gates(emb) + h @ U_T)[:, None] + z @ W_zT, c[:, None])   # K steps from one state
-    u = emb[:, None] + model.L_h(h_k) + model.L_z(z)                           # (N, K, E): the deep output's input (eval: no dropout)
+    image = (rows // (N // feats.shape[0]))[:, None]                          # (N, 1): each row's image
+    zW, zL = aW[image, idx], aL[image, idx]                                    # (N, K, 4H), (N, K, E): the tables' rows, not z W_z again
+    if model.f_beta is not None:                                               # the scalar β gate, as in `context`: (β z) W = β (z W)
+        beta = torch.sigmoid(model.f_beta(h))[:, None]                         # (N, 1, 1)
+        zW, zL = zW * beta, zL * beta
+    U_T = model._operands(feats)[1]
+    h_k, c_k = lstm_cell((model._input_gates(emb) + h @ U_T)[:, None] + zW, c[:, None])   # K steps from one state
+    u = emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias                    # (N, K, E): the deep output's input (eval: no dropout)
     log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()                   # (N, K)
     per = max(1, MARGINAL_CHUNK // (N * model.L_o.out_features))               # candidates whose logits are held at once
     mix, offsets = None, []
@@ -239,7 +252,7 @@ def marginal_step(model: HardAttentionCaptioner, words: torch.Tensor, state: tup
         part = (off[..., None] + logits).logsumexp(1)                          # log Σ_i α_i p(y_t | s_t = i), over these i
         mix = part if mix is None else torch.logaddexp(mix, part)
         offsets.append(off)
-    return mix, (h_k, c_k, feats, keys, u, torch.cat(offsets, 1)), alpha
+    return mix, (h_k, c_k, feats, keys, u, torch.cat(offsets, 1), aW, aL), alpha
 
 def marginal_forward(model: HardAttentionCaptioner, feats: torch.Tensor, captions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "Teacher forcing with 'marginal' inference: `step` along the given words. Log-probabilities `(B, T, V)` (as logits), α `(B, T, L)`."

@@ -74,7 +74,7 @@ def test_protocol_shapes_and_forced_locations():
     with pytest.raises(ValueError, match="inference"): HardAttentionCaptioner(20, 8, inference="mean")
 
 
-@pytest.mark.parametrize("mode", ["argmax", "expected"])
+@pytest.mark.parametrize("mode", ["argmax", "expected", "marginal"])
 def test_eval_deterministic_and_step_replays_forward(mode):
     m, feats, caps, lengths = small_model(inference=mode)
     m.eval()
@@ -90,6 +90,28 @@ def test_eval_deterministic_and_step_replays_forward(mode):
             torch.testing.assert_close(al, alpha[:, t], atol=1e-6, rtol=1e-6)
     if mode == "argmax":
         assert torch.equal(m.rollout(feats, caps, lengths)[2], alpha.argmax(-1))
+
+
+
+@pytest.mark.parametrize("beta_gate", [False, True])
+def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(beta_gate):
+    "'marginal' decoding: step 0 is log Σ_i α_i p(y | s_0 = i) (each location forced), and marginal_k = 1 adds log max α to argmax reads."
+    m, feats, caps, lengths = small_model(beta_gate=beta_gate)
+    m.eval()
+    B, T, L = 4, 6, 6
+    with torch.no_grad():
+        alpha0 = m(feats, caps, lengths)[1][:, 0]                                            # argmax mode: the same α_0
+        forced = torch.stack([m.rollout(feats, caps, lengths, s=torch.full((B, T), i))[0][:, 0].log_softmax(-1)
+                              for i in range(L)], 1)                                         # (B, L, V)
+        argmax_lp = m(feats, caps, lengths)[0].log_softmax(-1)
+        m.inference = "marginal"
+        lp = m(feats, caps, lengths)[0]
+        torch.testing.assert_close(lp[:, 0], (alpha0[..., None].log() + forced).logsumexp(1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(lp.exp().sum(-1), torch.ones(B, T), atol=1e-5, rtol=1e-5)   # K = L: a distribution
+        m.marginal_k = 1
+        alpha = m(feats, caps, lengths)[1]
+        torch.testing.assert_close(m(feats, caps, lengths)[0], argmax_lp + alpha.amax(-1, keepdim=True).log(), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match="marginal_k"): HardAttentionCaptioner(20, 8, marginal_k=0)
 
 
 def test_training_samples_differ():
