@@ -34,7 +34,7 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "hard_warmup300": ("hard", {"lambda_r": 0.1, "expected_warmup": 300, "credit": "caption"}),  # Σ α a for 300 steps first
     "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600, "credit": "caption"}),
     "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0, "credit": "caption"}),
-    "hard_rtg": ("hard", {}),                                              # the preset: λ_r 0.1, warm-up 300, reward-to-go
+    "hard_rtg": ("hard", {"p_expected": 0.5}),                             # the preset: λ_r 0.1, warm-up 300, reward-to-go, p 0.5
     "hard_pexp0.25": ("hard", {"p_expected": 0.25}),                       # the preset, but Σ α a for a quarter of the images, not half
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),
