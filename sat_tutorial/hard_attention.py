@@ -64,12 +64,18 @@ def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
     return r.flip(-1).cumsum(-1).flip(-1)
 
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
+class _StaticState:
+    "`static_state` of the hard model: the soft model's (2, 3) on the class, and on an instance decoding by 'marginal', `MARGINAL_STATIC`."
+    def __get__(self, obj, owner=None):
+        return MARGINAL_STATIC if obj is not None and obj._marginal() else SoftAttentionCaptioner.static_state
+
 class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the REINFORCE rule of Xu et al. 2015, §4.1."
     INFERENCE = ("argmax", "expected", "sample", "marginal")   # "marginal": notebook section "Decoding by the per-step marginal"
     BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
     CREDITS = ("caption", "reward_to_go")               # the paper's: every s̃_t gets the whole caption's reward; or only G_t
     warmup_option = "expected_warmup"
+    static_state = _StaticState()                       # the per-image constants' positions depend on the inference mode
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
@@ -120,10 +126,6 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
 
     def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
 
-    @property
-    def static_state(self) -> tuple[int, ...]:
-        "Positions of the per-image constants in the decoding state (more of them for 'marginal' decoding)."
-        return MARGINAL_STATIC if self._marginal() else SoftAttentionCaptioner.static_state
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
