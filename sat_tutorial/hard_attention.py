@@ -126,7 +126,6 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
 
     def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
 
-
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
         state = super().init_state(feats)
