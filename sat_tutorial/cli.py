@@ -130,7 +130,7 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
     model.inference = reads
 
 def add_reads(p) -> None:
-    p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP + " (default: argmax)")
+    p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP)
 
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
