@@ -91,9 +91,13 @@ def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
     assert "<unk>" in words[False] and words[True] and "<unk>" not in words[True]
 
 
-def test_reads_flag_for_hard_attention(tmp_path, capsys):
-    "`evaluate --reads marginal` decodes a hard-attention checkpoint by the per-step marginal; on a soft checkpoint the flag is refused."
+def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
+    "`evaluate --reads marginal` decodes a hard-attention checkpoint by the per-step marginal (and argmax does not); on a soft checkpoint the flag is refused."
+    import sat_tutorial.hard_attention as ha
     from sat_tutorial.training import fit, scenes_config
+    calls = []
+    real_step = ha.marginal_step
+    monkeypatch.setattr(ha, "marginal_step", lambda *a: calls.append(1) or real_step(*a))
     small = dict(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
                  hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8)
     for model in ("hard", "soft"):
@@ -105,6 +109,7 @@ def test_reads_flag_for_hard_attention(tmp_path, capsys):
                      "--reads", reads, "--beam-size", "2"]) == 0
         out[reads] = json.loads(js.read_text())
         assert out[reads]["reads"] == reads and len(out[reads]["captions"]) == 4
-    assert f"marginal reads" in capsys.readouterr().out
+        assert (len(calls) > 0) == (reads == "marginal"), (reads, len(calls))   # the flag reached the model's decoding
+    assert "marginal reads" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="hard-attention checkpoints"):
         main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"])

@@ -92,7 +92,6 @@ def test_eval_deterministic_and_step_replays_forward(mode):
         assert torch.equal(m.rollout(feats, caps, lengths)[2], alpha.argmax(-1))
 
 
-
 @pytest.mark.parametrize("beta_gate", [False, True])
 def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(beta_gate):
     "'marginal' decoding: step 0 is log Σ_i α_i p(y | s_0 = i) (each location forced), and marginal_k = 1 adds log max α to argmax reads."
