@@ -25,6 +25,7 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5",
     "bench_scenes_quality.py --minutes 10 --models hard,hard_expected_b,hard_lambda_r0.1,hard_no_reinforce,uniform",
     "bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt",
+    "bench_marginal_k.py bench/out/scenes_hard/best.pt",               # after the run above: marginal_k chosen on validation
     "bench_flickr8k.py quality --model soft --minutes 42",
     "bench_flickr8k.py quality --model hard --minutes 55",
     "bench_ram.py train --task translated --minutes 10",

@@ -81,9 +81,10 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
                  inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0,
-                 credit: str = "caption", marginal_k: int | None = None, **soft_options):
+                 credit: str = "caption", marginal_k: int | None = None, p_expected_end: float | None = None, **soft_options):
         """`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t;
-        `marginal_k`: how many of α_t's most probable locations 'marginal' inference sums over (None: all L). None of these is in the paper."""
+        `marginal_k`: how many of α_t's most probable locations 'marginal' inference sums over (None: all L);
+        `p_expected_end`: the share of images reading Σ α a moves linearly from `p_expected` to this over the run. None of these is in the paper."""
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
         if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
@@ -93,6 +94,10 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         self.expected_warmup, self.credit = expected_warmup, credit
         if marginal_k is not None and marginal_k < 1: raise ValueError(f"marginal_k must be at least 1 (or None for all locations), not {marginal_k}")
         self.marginal_k = marginal_k
+        for name, p in (("p_expected", p_expected), ("p_expected_end", p_expected_end)):
+            if p is not None and not 0.0 <= p <= 1.0: raise ValueError(f"{name} must be a probability in [0, 1], not {p}")
+        self.p_expected_end = p_expected_end
+        self.run_progress = 0.0                                                    # share of the run behind us; `fit` sets it (notebook 12)
         self._init_warmup()                                                        # train_steps (notebook 06)
         self.register_buffer("baseline", torch.zeros(()))                          # b_k (per caption; per word for "reward_to_go")
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
@@ -123,6 +128,11 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     def forward(self, feats, captions, lengths, s: torch.Tensor | None = None, expected: torch.Tensor | None = None):
         "Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by `s (B, T)`, or by `inference`."
         return self.rollout(feats, captions, lengths, s, expected)[:2]
+
+    def expected_share(self) -> float:
+        "The probability that an image reads Σ α a at this step: `p_expected`, or linearly on to `p_expected_end` as `run_progress` goes 0 → 1."
+        if self.p_expected_end is None: return self.p_expected
+        return self.p_expected + (self.p_expected_end - self.p_expected) * min(max(self.run_progress, 0.0), 1.0)
 
     def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
 
@@ -160,7 +170,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
             logits, alpha = self(feats, captions, lengths)
             nll = caption_nll(logits, captions, lengths).sum() / n_words
             return nll, {"nll": float(nll.detach())}
-        expected = torch.rand(feats.shape[0], device=feats.device) < self.p_expected   # (B,) once per image
+        expected = torch.rand(feats.shape[0], device=feats.device) < self.expected_share()   # (B,) once per image
         if self.warming_up(): expected.fill_(True)                                 # `expected_warmup`: every image, for now
         self.count_training_step()
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)

@@ -26,8 +26,8 @@ from .soft_attention import encode, train_step
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
            'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
-           'init_distributed', 'GlobalBatchLoss', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit',
-           'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
+           'init_distributed', 'GlobalBatchLoss', 'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state',
+           'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -288,11 +288,14 @@ def _reduce_stats(stats: dict, world: int) -> dict:
     return dict(zip(keys, v.tolist()))
 
 # %% ../nbs/12_training.ipynb #d74d2f93
+def run_share(step: int, total: int, clock: float = 0.0) -> float:
+    "Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a time budget used) if that is ahead."
+    return min(1.0, max(step / max(total, 1), clock))
+
 def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
     "Linear warm-up, then cosine decay from 1 to 0.1 over the run: by steps, or by `clock` (share of a time budget used) if ahead."
     w = min(1.0, (step + 1) / warmup) if warmup else 1.0
-    done = min(1.0, max(step / max(total, 1), clock))                # share of the run behind us
-    return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * done)))
+    return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * run_share(step, total, clock))))
 
 def cpu_has_fast_bf16() -> bool:
     "Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own test; on AVX2 alone bf16 is slower than float32)."
@@ -400,7 +403,8 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         t = torch.tensor([minutes() / cfg.time_budget], device=device); dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
     bar = tqdm(total=total, initial=step, disable=not progress or rank != 0, desc=f"train {cfg.model}", unit="step")
-    stop = step >= total or budget_used() >= 1                         # a resumed run may have no steps or minutes left
+    clock = budget_used()                                              # a resumed run has used some of its minutes already
+    stop = step >= total or clock >= 1                                 # a resumed run may have no steps or minutes left
     while not stop:
         dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world),
                         collate_fn=collate_captions, num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch),
@@ -416,6 +420,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
                 if batch is None: batch = last_batch
             elif batch is None: continue
             last_batch = batch
+            model.run_progress = run_share(step, total, clock)         # what a model's own schedule follows (hard attention's p_expected_end)
             stats = train_step(run_encoder, model, batch, opt, cfg.clip, device, amp_dtype, scaler, loss_fn_step)
             if world > 1: stats = _reduce_stats(stats, world)
             clock = budget_used()                                      # with a time budget the cosine follows the clock

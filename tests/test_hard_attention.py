@@ -182,6 +182,42 @@ def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     _, model, _, _ = load_captioner(tmp_path / "a" / "last.pt")
     assert int(model.train_steps) == 4 and not model.warming_up() and int(model.baseline_steps) == 1   # step 4 only
 
+def test_p_expected_end_moves_the_coin_with_run_progress():
+    "`p_expected_end`: P(image reads Σ α a) = p + (p_end − p)·run_progress; without it, run_progress changes nothing."
+    m, feats, caps, lengths = small_model(p_expected=0.5, lambda_e=0.0)
+    m.run_progress = 0.7
+    assert m.expected_share() == 0.5                                        # the paper's fixed coin
+    m.p_expected_end = 0.0
+    for progress, share in [(0.0, 0.5), (0.5, 0.25), (1.0, 0.0), (1.3, 0.0), (-0.2, 0.5)]:
+        m.run_progress = progress
+        assert m.expected_share() == pytest.approx(share)
+    big = [x.repeat(500, *[1] * (x.dim() - 1)) for x in (feats, caps, lengths)]   # 2,000 images
+    m.train()
+    for progress, share in [(0.0, 0.5), (0.6, 0.2), (1.0, 0.0)]:
+        m.run_progress = progress
+        frac = m.loss(*big)[1]["expected"]
+        assert abs(frac - share) <= 4 * math.sqrt(share * (1 - share) / 2000) + 1e-12, (progress, frac)
+    for bad in ({"p_expected_end": 1.5}, {"p_expected": -0.1}):
+        with pytest.raises(ValueError, match="must be a probability"): small_model(**bad)
+
+
+def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypatch):
+    "`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more give the weights of 4 straight."
+    from sat_tutorial.training import fit, scenes_config
+    cfg = scenes_config(model="hard", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
+                        seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
+                        model_kwargs={"alpha_c": 0.0, "lambda_r": 0.1, "p_expected": 0.5, "p_expected_end": 0.0})
+    seen, share = [], HardAttentionCaptioner.expected_share
+    monkeypatch.setattr(HardAttentionCaptioner, "expected_share", lambda self: seen.append(self.run_progress) or share(self))
+    quiet = dict(progress=False, log=lambda *a: None)
+    fit(cfg, tmp_path / "a", **quiet)
+    assert seen == [0.0, 0.25, 0.5, 0.75]
+    seen.clear()
+    fit(cfg, tmp_path / "b", stop_at=2, **quiet); fit(cfg, tmp_path / "b", resume=True, **quiet)
+    assert seen == [0.0, 0.25, 0.5, 0.75]
+    a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
 # --- the estimator against the exact gradient of L_s ---------------------------------------------------------
 
 def tiny_setup(**kw):
