@@ -182,6 +182,7 @@ def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     _, model, _, _ = load_captioner(tmp_path / "a" / "last.pt")
     assert int(model.train_steps) == 4 and not model.warming_up() and int(model.baseline_steps) == 1   # step 4 only
 
+
 def test_p_expected_end_moves_the_coin_with_run_progress():
     "`p_expected_end`: P(image reads Σ α a) = p + (p_end − p)·run_progress; without it, run_progress changes nothing."
     m, feats, caps, lengths = small_model(p_expected=0.5, lambda_e=0.0)
@@ -217,6 +218,7 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
     assert seen == [0.0, 0.25, 0.5, 0.75]
     a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
 
 # --- the estimator against the exact gradient of L_s ---------------------------------------------------------
 
