@@ -165,12 +165,18 @@ def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
     m2.load_state_dict(old); assert not m2.warming_up()
 
 
+def tiny_hard_run(**model_kwargs):
+    "A 4-step scenes run of a tiny hard-attention model (no validation, no intermediate checkpoints)."
+    from sat_tutorial.training import scenes_config
+    return scenes_config(model="hard", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
+                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
+                         model_kwargs={"alpha_c": 0.0, "lambda_r": 0.1, **model_kwargs})
+
+
 def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     "2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a warm-up of 3 that ends in between."
-    from sat_tutorial.training import fit, load_captioner, scenes_config
-    cfg = scenes_config(model="hard", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
-                        seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
-                        model_kwargs={"alpha_c": 0.0, "lambda_r": 0.1, "expected_warmup": 3})
+    from sat_tutorial.training import fit, load_captioner
+    cfg = tiny_hard_run(expected_warmup=3)
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     fit(cfg, tmp_path / "b", stop_at=2, **quiet)
@@ -204,10 +210,8 @@ def test_p_expected_end_moves_the_coin_with_run_progress():
 
 def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypatch):
     "`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more give the weights of 4 straight."
-    from sat_tutorial.training import fit, scenes_config
-    cfg = scenes_config(model="hard", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
-                        seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
-                        model_kwargs={"alpha_c": 0.0, "lambda_r": 0.1, "p_expected": 0.5, "p_expected_end": 0.0})
+    from sat_tutorial.training import fit
+    cfg = tiny_hard_run(p_expected=0.5, p_expected_end=0.0)
     seen, share = [], HardAttentionCaptioner.expected_share
     monkeypatch.setattr(HardAttentionCaptioner, "expected_share", lambda self: seen.append(self.run_progress) or share(self))
     quiet = dict(progress=False, log=lambda *a: None)
