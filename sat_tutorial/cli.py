@@ -13,8 +13,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads', 'add_evaluate', 'cmd_evaluate',
-           'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
+__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads', 'add_decoding', 'add_evaluate',
+           'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo',
+           'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 _FLAG_HELP = {
@@ -132,17 +133,29 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
 def add_reads(p) -> None:
     p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP)
 
+def _length_norm(s: str) -> float:
+    x = float(s)
+    if not x >= 0: raise argparse.ArgumentTypeError(f"must be 0 or more, not {s}")
+    return x
+
+def add_decoding(p) -> None:
+    "The decoding flags of `evaluate` and `caption`."
+    p.add_argument("--beam-size", type=int, default=3)
+    p.add_argument("--max-len", type=int, default=20)
+    p.add_argument("--length-norm", type=_length_norm, default=0.0,
+                   help="beam search picks its caption by log p / length^γ with this γ (0: the summed log p, as the papers; "
+                        "1: the mean per word; notebook 08)")
+    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
+    add_reads(p)
+
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--checkpoint", required=True, help="a checkpoint written by `train`")
     p.add_argument("--split", choices=["val", "test"], default="test")
-    p.add_argument("--beam-size", type=int, default=3)
-    p.add_argument("--max-len", type=int, default=20)
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
-    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
-    add_reads(p)
+    add_decoding(p)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
 
@@ -158,13 +171,13 @@ def cmd_evaluate(args) -> int:
           + (f", {args.reads} reads" if args.reads else ""))
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader,
-                       suppress=[vocab.unk] if args.no_unk else ())
+                       suppress=[vocab.unk] if args.no_unk else (), length_norm=args.length_norm)
     m["seconds"] = time.perf_counter() - t0
     for k, v in m.items(): print(f"  {k:>22}: {v:.2f}" if isinstance(v, float) else f"  {k:>22}: {v}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "beam_size": args.beam_size,
-                                               "no_unk": args.no_unk, "reads": args.reads, "metrics": m, "captions": caps}, indent=1))
+                                               "no_unk": args.no_unk, "reads": args.reads, "length_norm": args.length_norm, "metrics": m, "captions": caps}, indent=1))
         print(f"wrote {args.json}")
     return 0
 
@@ -172,12 +185,9 @@ def add_caption(sub) -> None:
     p = sub.add_parser("caption", help="caption image files with a checkpoint", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("images", nargs="+", help="image files")
-    p.add_argument("--beam-size", type=int, default=3)
-    p.add_argument("--max-len", type=int, default=20)
+    add_decoding(p)
     p.add_argument("--attention-png", help="write each word's attention over the image here "
                    "(with several images: PNG name gets _<n> before the suffix)")
-    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
-    add_reads(p)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_caption)
 
@@ -205,7 +215,7 @@ def cmd_caption(args) -> int:
         im = load_image(f)
         if cfg.encoder == "scene_cnn": im = im.resize((size, size), Image.BILINEAR)
         with torch.no_grad(): feats = enc(tf(im)[None].to(dev))
-        c = decode(model, feats, args.beam_size, args.max_len, [vocab.unk] if args.no_unk else ())[0]
+        c = decode(model, feats, args.beam_size, args.max_len, [vocab.unk] if args.no_unk else (), args.length_norm)[0]
         words = vocab.decode(c.tokens)
         print(f"{f}: {' '.join(words)}  (log p = {c.logprob:.2f})")
         if args.attention_png:

@@ -125,10 +125,13 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
         toks.append(chosen[t][row]); row = parent[t][row]; alphas.append(attn[t][row])   # α of the parent that chose it
     return _captions(torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score)
 
-def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, suppress: Sequence[int] = ()) -> list[Caption]:
-    "Beam search for `beam_size` > 1, greedy for 1: what evaluation and the `caption` command use."
+def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, suppress: Sequence[int] = (),
+           length_norm: float = 0.0) -> list[Caption]:
+    "Beam search for `beam_size` > 1, greedy for 1 (where `length_norm` has no effect): what evaluation and the `caption` command use."
     if beam_size < 1: raise ValueError(f"beam_size must be at least 1, got {beam_size}")
-    return beam_search(model, feats, beam_size, max_len, suppress=suppress) if beam_size > 1 else greedy(model, feats, max_len, suppress)
+    if not length_norm >= 0: raise ValueError(f"length_norm must be 0 or more, got {length_norm}")
+    if beam_size == 1: return greedy(model, feats, max_len, suppress)
+    return beam_search(model, feats, beam_size, max_len, length_norm=length_norm, suppress=suppress)
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
 def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

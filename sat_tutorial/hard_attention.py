@@ -97,7 +97,6 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         for name, p in (("p_expected", p_expected), ("p_expected_end", p_expected_end)):
             if p is not None and not 0.0 <= p <= 1.0: raise ValueError(f"{name} must be a probability in [0, 1], not {p}")
         self.p_expected_end = p_expected_end
-        self.run_progress = 0.0                                                    # share of the run behind us; `fit` sets it (notebook 12)
         self._init_warmup()                                                        # train_steps (notebook 06)
         self.register_buffer("baseline", torch.zeros(()))                          # b_k (per caption; per word for "reward_to_go")
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k

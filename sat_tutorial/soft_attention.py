@@ -26,6 +26,7 @@ class Captioner(nn.Module):
     "Base class of the captioners: `forward`, `init_state`, `step`, `loss` (see the notebook for the contract)."
     static_state: tuple[int, ...] = ()      # positions of the per-image constants in the state (one row per image)
     step_grads_once: bool = True            # teacher forcing forms the gradients of what every step multiplies once per batch
+    run_progress: float = 0.0               # share of the training run done, ρ ∈ [0, 1]; `fit` sets it before each step (notebook 12)
     def init_state(self, feats: torch.Tensor) -> tuple: raise NotImplementedError
     def step(self, words: torch.Tensor, state: tuple) -> tuple: raise NotImplementedError
     def loss(self, feats, captions, lengths) -> tuple: raise NotImplementedError

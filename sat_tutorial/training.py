@@ -191,8 +191,9 @@ class EpochBatches(Sampler):
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()
 def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: Vocab, beam_size: int = 3,
-             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None, suppress=()):
-    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read. `suppress`: ids never emitted (notebook 08)."
+             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None, suppress=(),
+             length_norm: float = 0.0):
+    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read. `suppress`: ids never emitted and `length_norm`: as `decoding.decode` (notebook 08)."
     from tqdm.auto import tqdm
     from sat_tutorial.data import ImageError
     loader = loader or default_loader
@@ -206,15 +207,15 @@ def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: V
         if not xs: continue
         boxes = torch.stack([torch.as_tensor(r.extra["regions"], dtype=torch.float32) for r in rs]) if "regions" in rs[0].extra else None
         feats = encode(encoder, torch.stack(xs), boxes, device)
-        caps += decode(model, feats, beam_size, max_len, suppress)
+        caps += decode(model, feats, beam_size, max_len, suppress, length_norm)
         kept += rs
     return caps, kept
 
 def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 3, max_len: int = 20, device="cpu",
-             meteor: bool = True, progress: bool = False, loader=None, suppress=()) -> tuple[dict, dict]:
+             meteor: bool = True, progress: bool = False, loader=None, suppress=(), length_norm: float = 0.0) -> tuple[dict, dict]:
     "Metrics of the model's captions for `records` (and attention correctness where objects are known), and the captions by file name."
     caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader,
-                          suppress=suppress)
+                          suppress=suppress, length_norm=length_norm)
     return caption_metrics(caps, kept, vocab, meteor)
 
 def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict, dict]:

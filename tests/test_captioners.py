@@ -35,6 +35,7 @@ def test_protocol_shapes(cls):
     loss, stats = m.loss(feats, caps, lengths)
     assert loss.ndim == 0 and "nll" in stats
     assert all(0 <= i < len(state) for i in cls.static_state)
+    assert m.run_progress == 0.0          # the share of the run done: 0 until `fit` sets it
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)

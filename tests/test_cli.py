@@ -113,3 +113,23 @@ def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
     assert "marginal reads" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="hard-attention checkpoints"):
         main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"])
+
+
+def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
+    "`evaluate --length-norm γ` hands γ to beam search and records it in the JSON; a negative γ is refused by the parser."
+    import sat_tutorial.decoding as dec
+    from sat_tutorial.training import fit, scenes_config
+    seen = []
+    real = dec.beam_search
+    monkeypatch.setattr(dec, "beam_search", lambda *a, **kw: seen.append(kw.get("length_norm")) or real(*a, **kw))
+    fit(scenes_config(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
+                      hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1), tmp_path, progress=False, log=lambda *a: None)
+    for gamma in ("0", "0.7"):
+        js = tmp_path / f"e{gamma}.json"
+        assert main(["evaluate", "--checkpoint", str(tmp_path / "last.pt"), "--device", "cpu", "--json", str(js),
+                     "--beam-size", "2", "--length-norm", gamma]) == 0
+        assert json.loads(js.read_text())["length_norm"] == float(gamma)
+    assert seen and set(seen) == {0.0, 0.7}, seen
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["evaluate", "--checkpoint", "x.pt", "--length-norm", "-1"])
+    assert e.value.code == 2 and "must be 0 or more" in capsys.readouterr().err
