@@ -134,7 +134,9 @@ def add_reads(p) -> None:
     p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP)
 
 def _length_norm(s: str) -> float:
-    x = float(s)
+    "`--length-norm`: a number γ ≥ 0, or argparse's usage error that says so."
+    try: x = float(s)
+    except ValueError: raise argparse.ArgumentTypeError(f"must be a number 0 or more, not {s!r}") from None
     if not x >= 0: raise argparse.ArgumentTypeError(f"must be 0 or more, not {s}")
     return x
 

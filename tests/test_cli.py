@@ -133,3 +133,6 @@ def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(["evaluate", "--checkpoint", "x.pt", "--length-norm", "-1"])
     assert e.value.code == 2 and "must be 0 or more" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["caption", "--checkpoint", "x.pt", "a.jpg", "--length-norm", "mean"])
+    assert e.value.code == 2 and "must be a number 0 or more, not 'mean'" in capsys.readouterr().err
