@@ -30,7 +30,7 @@ OUT = ROOT / "bench" / "out"
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
-from sat_tutorial.training import (TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
+from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
                                    open_features, transform_for)
 
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
@@ -77,7 +77,7 @@ def quality(args):
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
-                      batch_size=args.batch_size, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
+                      batch_size=args.batch_size, length_pool=args.length_pool, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
                       model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
@@ -122,6 +122,7 @@ def name(args) -> str:
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
+    if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
@@ -145,8 +146,9 @@ def time_training(cfg, recs, device, n=10) -> dict:
     enc.to(device); model.to(device)
     opt = torch.optim.Adam([p for p in list(enc.parameters()) + list(model.parameters()) if p.requires_grad], lr=cfg.lr)
     ds = CaptionDataset(recs["train"], vocab, transform_for(cfg), max_len=cfg.max_len, **loader)
-    dl = torch.utils.data.DataLoader(ds, batch_size=cfg.batch_size, shuffle=True, collate_fn=collate_captions,
-                                     num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(0))
+    batches = EpochBatches(len(ds), cfg.batch_size, 0, 0, lengths=ds.caption_lengths() if cfg.length_pool > 1 else None,
+                           pool=cfg.length_pool)                        # the batches `fit` would draw, with or without length pools
+    dl = torch.utils.data.DataLoader(ds, batch_sampler=batches, collate_fn=collate_captions, num_workers=cfg.num_workers)
     amp_dtype, scaler = _amp(cfg, device)
     it, done, t0, samples = iter(dl), 0, None, 0
     while done < n + 2:
@@ -169,14 +171,16 @@ def throughput(args):
     base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights="DEFAULT", grid=grid, embed_dim=512,
                 hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
-    for online in (False, True):
-        for amp in (False, True):
-            cfg = TrainConfig(**base, amp=amp, features=None if online else str(feats))
-            n = args.online_steps if online else args.steps
-            r = time_training(cfg, recs, device, n)
-            rows.append({"inputs": "CNN online (frozen)" if online else "stored features", "amp": "bf16" if amp and device.type == "cpu"
-                         else ("on" if amp else "off"), **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s")}})
-            print(rows[-1])
+    runs = [(False, amp, 0) for amp in (False, True)] + [(True, amp, 0) for amp in (False, True) if args.online_steps]
+    if args.length_pool > 1: runs.insert(1, (False, False, args.length_pool))  # stored features, batches by length
+    for online, amp, pool in runs:
+        cfg = TrainConfig(**base, amp=amp, length_pool=pool, features=None if online else str(feats))
+        n = args.online_steps if online else args.steps
+        r = time_training(cfg, recs, device, n)
+        rows.append({"inputs": ("CNN online (frozen)" if online else "stored features") + (f", length pool {pool}" if pool else ""),
+                     "amp": "bf16" if amp and device.type == "cpu" else ("on" if amp else "off"),
+                     **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s")}})
+        print(rows[-1])
     enc = build_encoder(args.encoder, weights="DEFAULT", grid=None)
     size = encoder_image_size(args.encoder)
     some = (recs["train"] + recs["val"])[:args.extract_images]
@@ -210,6 +214,7 @@ def main(argv=None):
     p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=4e-4)
+    p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
@@ -224,7 +229,7 @@ def main(argv=None):
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
-    p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online")
+    p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online (0: skip those rows)")
     p.add_argument("--extract-images", type=int, default=128, help="throughput: images for the extraction rate")
     p.add_argument("--extract-batch", type=int, default=32)
     p.add_argument("--workers", type=int, default=2)

@@ -248,6 +248,10 @@ class CaptionDataset(Dataset):
 
     def __len__(self): return len(self.items)
 
+    def caption_lengths(self) -> list[int]:
+        "Each item's encoded caption length (`<start>`, the words cut to `max_len`, `<end>`), without loading any image."
+        return [min(len(self.records[ri].captions[ci]), self.max_len) + 2 for ri, ci in self.items]
+
     def __getitem__(self, i):
         ri, ci = self.items[i]
         r = self.records[ri]

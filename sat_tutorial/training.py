@@ -25,9 +25,9 @@ from .soft_attention import encode, train_step
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
-           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
-           'init_distributed', 'GlobalBatchLoss', 'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state',
-           'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
+           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate',
+           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'run_share', 'lr_factor', 'cpu_has_fast_bf16',
+           'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -57,6 +57,7 @@ class TrainConfig:
     lr: float = 4e-4
     warmup: int = 100
     batch_size: int = 32
+    length_pool: int = 0                # > 1: each batch from captions of similar length, sorted within pools of this many batches (less padding)
     steps: int = 0                      # 0: use epochs
     epochs: int = 1
     clip: float = 5.0
@@ -173,20 +174,44 @@ class EpochSampler(Sampler):
     "A permutation of range(n) fixed by (seed, epoch), from position `start`."
     def __init__(self, n: int, seed: int, epoch: int, start: int = 0):
         self.n, self.seed, self.epoch, self.start = n, seed, epoch, start
-    def order(self) -> list[int]:
-        g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-        return torch.randperm(self.n, generator=g).tolist()
+    def generator(self) -> torch.Generator:
+        "The generator of this epoch, before it draws the permutation."
+        return torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+    def order(self, g: torch.Generator | None = None) -> list[int]:
+        return torch.randperm(self.n, generator=g or self.generator()).tolist()
     def __iter__(self): return iter(self.order()[self.start:])
     def __len__(self): return self.n - self.start
 
 class EpochBatches(Sampler):
-    "The batches of an `EpochSampler` order from batch `start`; process `rank` of `world` gets items rank, rank+world, … of each."
-    def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world: int = 1):
+    """The batches of an `EpochSampler` order from batch `start`; process `rank` of `world` gets items rank, rank+world, … of each.
+    With `lengths` and `pool` > 1, each run of `pool` batches of the order is sorted by length before it is cut, and the batches are then shuffled."""
+    def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world: int = 1,
+                 lengths: Sequence[int] | None = None, pool: int = 0):
+        if lengths is not None and len(lengths) != n: raise ValueError(f"lengths has {len(lengths)} entries for {n} items")
         self.n, self.bs, self.seed, self.epoch, self.start, self.rank, self.world = n, batch_size, seed, epoch, start, rank, world
+        self.lengths, self.pool = lengths, pool
+    def batches(self) -> list[list[int]]:
+        "Every batch of the epoch, in order (the same for every process)."
+        sampler = EpochSampler(self.n, self.seed, self.epoch)
+        g = sampler.generator(); order = sampler.order(g)
+        if self.lengths is None or self.pool <= 1: return [order[i:i + self.bs] for i in range(0, self.n, self.bs)]
+        span = self.pool * self.bs                                 # sorted() is stable: equal lengths keep the random order
+        order = [i for k in range(0, self.n, span) for i in sorted(order[k:k + span], key=self.lengths.__getitem__)]
+        batches = [order[i:i + self.bs] for i in range(0, self.n, self.bs)]
+        return [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]   # g continues: no short-first epoch
     def __iter__(self):
-        order = EpochSampler(self.n, self.seed, self.epoch).order()
-        for i in range(self.start * self.bs, self.n, self.bs): yield order[i:i + self.bs][self.rank::self.world]
+        for b in self.batches()[self.start:]: yield b[self.rank::self.world]
     def __len__(self): return max(0, math.ceil(self.n / self.bs) - self.start)
+
+
+# %% ../nbs/12_training.ipynb #8777728c
+class FixedWordWeight:
+    "`model.loss` × N_b / (B·m̄): every word weighs 1/(B·m̄) whatever its batch (`mean_words` m̄: target words per caption over the training set)."
+    def __init__(self, mean_words: float): self.mean_words = mean_words
+    def __call__(self, model, feats, batch):
+        caps, lengths = batch["captions"].to(feats.device), batch["lengths"].to(feats.device)
+        loss, stats = model.loss(feats, caps, lengths)
+        return loss * (float((lengths - 1).sum()) / (len(lengths) * self.mean_words)), stats
 
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()
@@ -262,9 +287,9 @@ class _LossOf(nn.Module):
     def forward(self, feats, captions, lengths): return self.model.loss(feats, captions, lengths)
 
 class GlobalBatchLoss:
-    "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss."
-    def __init__(self, ddp_loss: nn.Module, world: int):
-        self.ddp_loss, self.world, self.weight = ddp_loss, world, 1.0
+    "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss (per word of the batch, or with `mean_words` m̄ as `FixedWordWeight`)."
+    def __init__(self, ddp_loss: nn.Module, world: int, mean_words: float | None = None):
+        self.ddp_loss, self.world, self.weight, self.mean_words = ddp_loss, world, 1.0, mean_words
 
     def __call__(self, model, feats, batch):
         import torch.distributed as dist
@@ -274,7 +299,7 @@ class GlobalBatchLoss:
         dist.all_reduce(tot)                                                      # N, B of the whole batch
         N, B = tot.tolist()
         loss, stats = self.ddp_loss(feats, caps, lengths)
-        c = self.world * n * self.weight / N                                     # c_r = W n_r / N
+        c = self.world * n * self.weight / (B * self.mean_words if self.mean_words else N)   # c_r = W n_r / N (or / B m̄)
         stats = {**stats, "_share_words": n * self.weight / N, "_share_captions": b * self.weight / B}
         return loss * c, stats
 
@@ -356,6 +381,10 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
         log(f"initialised from {cfg.init_from} (step {ck['step']})")
     per_epoch = math.ceil(len(ds) / cfg.batch_size)
+    lengths = mean_words = None
+    if cfg.length_pool > 1:                                        # batches of similar length, every word at its usual weight
+        if cfg.scst: raise ValueError("length_pool sorts reference captions for cross-entropy training; self-critical training samples its own (set length_pool 0)")
+        lengths = ds.caption_lengths(); mean_words = sum(lengths) / len(lengths) - 1
     total = cfg.steps or cfg.epochs * per_epoch
     clock = 0.0                                                    # share of cfg.time_budget used (0 without one)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, clock))
@@ -376,8 +405,9 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         from torch.nn.parallel import DistributedDataParallel as DDP
         ids = [device.index] if device.type == "cuda" else None
         if any(p.requires_grad for p in encoder.parameters()): run_encoder = DDP(encoder, device_ids=ids)
-        loss_fn_step = GlobalBatchLoss(DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world)
+        loss_fn_step = GlobalBatchLoss(DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world, mean_words)
         log(f"distributed training on {world} processes ({dist.get_backend()}), {cfg.batch_size} captions per step in all")
+    elif mean_words: loss_fn_step = FixedWordWeight(mean_words)
     amp_dtype, scaler = _amp(cfg, device)
     def save(name, everyone=True):
         "Checkpoint (written by process 0); with `everyone`, all processes call it and their RNG states are kept."
@@ -407,7 +437,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     clock = budget_used()                                              # a resumed run has used some of its minutes already
     stop = step >= total or clock >= 1                                 # a resumed run may have no steps or minutes left
     while not stop:
-        dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world),
+        dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world, lengths, cfg.length_pool),
                         collate_fn=collate_captions, num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch),
                         persistent_workers=False)
         for batch in dl:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint
-from sat_tutorial.training import EpochSampler, TrainConfig, fit, load_captioner, lr_factor, scenes_config
+from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_captioner, lr_factor, scenes_config
 
 QUIET = dict(progress=False, log=lambda *a: None)
 
@@ -16,8 +16,10 @@ def tiny(**kw):
                                    embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, dropout=0.2, warmup=2), **kw})
 
 
-def test_exact_resume(tmp_path):
-    cfg = tiny()
+@pytest.mark.parametrize("pool", [0, 4])
+def test_exact_resume(tmp_path, pool):
+    "N steps, stop, resume, N more = 2N straight; also with batches drawn by caption length (the resume is mid-epoch)."
+    cfg = tiny(length_pool=pool)
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
     assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
@@ -25,6 +27,27 @@ def test_exact_resume(tmp_path):
     a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     assert a["optimizer"]["state"][0]["exp_avg"].equal(b["optimizer"]["state"][0]["exp_avg"])
+
+
+def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
+    from sat_tutorial import training
+    seen = []
+    class Spy(training.EpochBatches):
+        def __init__(self, *a, **k): super().__init__(*a, **k); seen.append(self)
+    monkeypatch.setattr(training, "EpochBatches", Spy)
+    fit(tiny(length_pool=4, steps=2), tmp_path / "pool", **QUIET)
+    fit(tiny(steps=2), tmp_path / "plain", **QUIET)
+    pooled, plain = seen[0], seen[-1]
+    assert pooled.pool == 4 and plain.lengths is None
+    assert len(pooled.lengths) == pooled.n and min(pooled.lengths) >= 3          # <start>, a word at least, <end>
+    span = lambda b: max(pooled.lengths[i] for i in b) - min(pooled.lengths[i] for i in b)
+    shuffled = EpochBatches(pooled.n, pooled.bs, pooled.seed, 0).batches()                 # the same items, the plain order
+    assert sum(map(span, pooled.batches())) < sum(map(span, shuffled)) / 2                 # captions of similar length together
+
+
+def test_length_pool_is_refused_for_self_critical_training(tmp_path):
+    with pytest.raises(ValueError, match="length_pool sorts reference captions for cross-entropy training"):
+        fit(tiny(length_pool=4, scst=True), tmp_path, **QUIET)
 
 
 def test_refuses_other_model_and_garbage(tmp_path):
@@ -186,14 +209,15 @@ def _train_args(tmp_path, f):
             "--device", "cpu", "--model-kwargs", '{"alpha_c": 1.0}']
 
 
-def test_two_gloo_processes_match_one_process(tmp_path):
-    "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch."
+@pytest.mark.parametrize("extra", [[], ["--length-pool", "3"]], ids=["shuffled", "length_pool"])
+def test_two_gloo_processes_match_one_process(tmp_path, extra):
+    "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch (also with batches by length, whose word weight GlobalBatchLoss must apply)."
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
-    assert main(_train_args(tmp_path, f) + ["--out", str(tmp_path / "one")]) == 0
+    assert main(_train_args(tmp_path, f) + extra + ["--out", str(tmp_path / "one")]) == 0
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sat_tutorial",
-                        *_train_args(tmp_path, f), "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
+                        *_train_args(tmp_path, f), *extra, "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "distributed training on 2 processes (gloo)" in r.stdout
     one, two = load_checkpoint(tmp_path / "one" / "last.pt"), load_checkpoint(tmp_path / "two" / "last.pt")
