@@ -171,7 +171,8 @@ def throughput(args):
     base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights="DEFAULT", grid=grid, embed_dim=512,
                 hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
-    runs = [(False, amp, 0) for amp in (False, True)] + [(True, amp, 0) for amp in (False, True) if args.online_steps]
+    amps = (False,) if args.skip_amp else (False, True)
+    runs = [(False, amp, 0) for amp in amps] + [(True, amp, 0) for amp in amps if args.online_steps]
     if args.length_pool > 1: runs.insert(1, (False, False, args.length_pool))  # stored features, batches by length
     for online, amp, pool in runs:
         cfg = TrainConfig(**base, amp=amp, length_pool=pool, features=None if online else str(feats))
@@ -218,6 +219,7 @@ def main(argv=None):
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
+    p.add_argument("--skip-amp", action="store_true", help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)")
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
     p.add_argument("--lambda-r", type=float, default=1.0, help="hard attention: weight λ_r of the REINFORCE term (the paper's rule: 1)")
