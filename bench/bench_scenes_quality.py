@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
     ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
     ap.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 autocast on a CPU); evaluation stays float32")
+    ap.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle, the preset)")
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
@@ -111,7 +112,7 @@ def main():
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
-                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp)
+                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp, length_pool=args.length_pool)
         recs = load_records(cfg)
         if args.scst_only:
             if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")
@@ -119,7 +120,7 @@ def main():
         else: rows.append(train_and_evaluate(name, model, mk, cfg, recs, out / f"scenes_{name}", train=not args.eval_only))
         if args.scst_minutes:
             scfg = scenes_config(**{**{k: v for k, v in vars(cfg).items()}, "scst": True, "init_from": str(out / f"scenes_{name}" / "best.pt"),
-                                    "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "val_every": 100,
+                                    "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "val_every": 100, "length_pool": 0,
                                     "ckpt_every": 100, "steps": args.steps})
             rows.append(train_and_evaluate(name + "+scst", model, mk, scfg, recs, out / f"scenes_{name}_scst"))
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(), "cpu": platform.processor() or platform.machine(),
