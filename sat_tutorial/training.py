@@ -382,6 +382,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         log(f"initialised from {cfg.init_from} (step {ck['step']})")
     per_epoch = math.ceil(len(ds) / cfg.batch_size)
     lengths = mean_words = None
+    if cfg.length_pool < 0: raise ValueError(f"length_pool must be 0 (off) or more, not {cfg.length_pool}")
     if cfg.length_pool > 1:                                        # batches of similar length, every word at its usual weight
         if cfg.scst: raise ValueError("length_pool sorts reference captions for cross-entropy training; self-critical training samples its own (set length_pool 0)")
         lengths = ds.caption_lengths(); mean_words = sum(lengths) / len(lengths) - 1

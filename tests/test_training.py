@@ -48,6 +48,8 @@ def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
 def test_length_pool_is_refused_for_self_critical_training(tmp_path):
     with pytest.raises(ValueError, match="length_pool sorts reference captions for cross-entropy training"):
         fit(tiny(length_pool=4, scst=True), tmp_path, **QUIET)
+    with pytest.raises(ValueError, match="length_pool must be 0 \\(off\\) or more, not -2"):
+        fit(tiny(length_pool=-2), tmp_path, **QUIET)
 
 
 def test_refuses_other_model_and_garbage(tmp_path):
