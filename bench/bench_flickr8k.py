@@ -77,7 +77,7 @@ def quality(args):
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
-                      batch_size=args.batch_size, length_pool=args.length_pool, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
+                      batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
                       model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
@@ -123,6 +123,7 @@ def name(args) -> str:
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
+    if args.ema: lr += f"_ema{args.ema:g}"
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
@@ -216,6 +217,7 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=4e-4)
     p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
+    p.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights)")
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")

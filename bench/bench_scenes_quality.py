@@ -98,6 +98,7 @@ def main():
     ap.add_argument("--encoder-weights", default=None, help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)")
     ap.add_argument("--fine-tune", type=int, default=0, help="with --encoder-weights: train the CNN too (any value > 0)")
     ap.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 autocast on a CPU); evaluation stays float32")
+    ap.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights, the preset)")
     ap.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle, the preset)")
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
@@ -112,7 +113,7 @@ def main():
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
-                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp, length_pool=args.length_pool)
+                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp, length_pool=args.length_pool, ema=args.ema)
         recs = load_records(cfg)
         if args.scst_only:
             if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")

@@ -13,6 +13,7 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn as nn
+from torch.optim.swa_utils import AveragedModel
 from torch.utils.data import DataLoader, Sampler
 
 from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
@@ -26,8 +27,9 @@ from .soft_attention import encode, train_step
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
            'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate',
-           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'run_share', 'lr_factor', 'cpu_has_fast_bf16',
-           'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
+           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share',
+           'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible',
+           'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -61,6 +63,7 @@ class TrainConfig:
     steps: int = 0                      # 0: use epochs
     epochs: int = 1
     clip: float = 5.0
+    ema: float = 0.0                    # decay d of an exponential moving average of the weights, which validation and best.pt use; 0: off
     seed: int = 0
     amp: bool = False
     num_workers: int = 0
@@ -313,6 +316,23 @@ def _reduce_stats(stats: dict, world: int) -> dict:
     dist.all_reduce(v)
     return dict(zip(keys, v.tolist()))
 
+# %% ../nbs/12_training.ipynb #7fd97761
+def ema_decay(n: int, decay: float) -> float:
+    "d_n of the n-th update (n ≥ 1): min(d, (1 + n)/(10 + n)), so the first iterates are forgotten fast."
+    return min(decay, (1 + n) / (10 + n))
+
+def weight_average(encoder: nn.Module, model: nn.Module, decay: float) -> AveragedModel:
+    "An exponential moving average of the encoder's and captioner's weights and float buffers; `.module['model']` decodes."
+    if not 0 < decay < 1: raise ValueError(f"ema must be a decay between 0 and 1 (e.g. 0.99), or 0 for off; not {decay}")
+    @torch.no_grad()
+    def update(avg: list, new: list, n_before: torch.Tensor):       # AveragedModel copies on the first update, then calls this
+        if not torch.is_floating_point(avg[0]):                      # integer buffers (BatchNorm's batch count) follow the model
+            for a, x in zip(avg, new): a.copy_(x)
+            return
+        d = ema_decay(int(n_before) + 1, decay)
+        for a, x in zip(avg, new): a.lerp_(x, 1 - d)                  # a ← d·a + (1 − d)·x
+    return AveragedModel(nn.ModuleDict({"encoder": encoder, "model": model}), multi_avg_fn=update, use_buffers=True)
+
 # %% ../nbs/12_training.ipynb #d74d2f93
 def run_share(step: int, total: int, clock: float = 0.0) -> float:
     "Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a time budget used) if that is ahead."
@@ -336,11 +356,16 @@ def _amp(cfg, device):
                       "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster")
     return torch.bfloat16, None
 
-def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0) -> dict:
-    return {"format": "sat_tutorial.captioner/1", "config": asdict(cfg), "vocab": vocab.to_dict(),
-            "encoder": encoder.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict(), "step": step, "epoch": epoch, "pos": pos, "best": best,
-            "history": history, "rng": rng_state(), "minutes": minutes}
+def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0, avg=None) -> dict:
+    "Everything to resume; `encoder`/`model` hold the weights to use: the average when `avg` is given, the live ones then under `train_*`."
+    state = {"format": "sat_tutorial.captioner/1", "config": asdict(cfg), "vocab": vocab.to_dict(),
+             "encoder": encoder.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
+             "scheduler": sched.state_dict(), "step": step, "epoch": epoch, "pos": pos, "best": best,
+             "history": history, "rng": rng_state(), "minutes": minutes}
+    if avg is not None:
+        state.update(train_encoder=state["encoder"], train_model=state["model"], ema_updates=int(avg.n_averaged),
+                     encoder=avg.module["encoder"].state_dict(), model=avg.module["model"].state_dict())
+    return state
 
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
         progress: bool = True, log=print, stop_at: int = 0) -> dict:
@@ -367,6 +392,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     encoder.to(device); model.to(device)
     params = [p for p in list(encoder.parameters()) + list(model.parameters()) if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
+    avg = weight_average(encoder, model, cfg.ema) if cfg.ema else None   # the averaged weights validation and best.pt use
     transform = transform_for(cfg)
     ds = CaptionDataset(records["train"], vocab, transform, max_len=cfg.max_len, per_caption=not cfg.scst,
                         **({"loader": loader["train"]} if cfg.features else {}))
@@ -393,7 +419,10 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if resume and (out_dir / "last.pt").exists():
         ck = load_checkpoint(out_dir / "last.pt", map_location=device)
         check_compatible(ck, cfg, vocab, out_dir / "last.pt")
-        encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
+        encoder.load_state_dict(ck.get("train_encoder", ck["encoder"])); model.load_state_dict(ck.get("train_model", ck["model"]))
+        if avg is not None and "ema_updates" in ck:                      # else the average starts at this step
+            avg.module["encoder"].load_state_dict(ck["encoder"]); avg.module["model"].load_state_dict(ck["model"])
+            avg.n_averaged.fill_(ck["ema_updates"])
         opt.load_state_dict(ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
         step, epoch, pos, best, history = ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"]
         spent = ck.get("minutes", 0.0)                                 # a time budget counts the minutes before the resume
@@ -410,13 +439,15 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         log(f"distributed training on {world} processes ({dist.get_backend()}), {cfg.batch_size} captions per step in all")
     elif mean_words: loss_fn_step = FixedWordWeight(mean_words)
     amp_dtype, scaler = _amp(cfg, device)
+    avg_of = nn.ModuleDict({"encoder": encoder, "model": model})
+    def use(): return (avg.module["encoder"], avg.module["model"]) if avg is not None else (encoder, model)
     def save(name, everyone=True):
         "Checkpoint (written by process 0); with `everyone`, all processes call it and their RNG states are kept."
         ranks = None
         if world > 1 and everyone:
             ranks = [None] * world; dist.all_gather_object(ranks, rng_state())
         if rank == 0:
-            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes())
+            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes(), avg)
             if ranks: state["rng_ranks"] = ranks
             save_checkpoint(state, out_dir / name)
         if world > 1 and everyone: dist.barrier()
@@ -457,12 +488,13 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             if world > 1: stats = _reduce_stats(stats, world)
             clock = budget_used()                                      # with a time budget the cosine follows the clock
             sched.step(); step += 1
+            if avg is not None: avg.update_parameters(avg_of)
             history.append({"step": step, **{k: round(v, 5) for k, v in stats.items()}})
             bar.update(1); bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.1e}")
             timeout = clock >= 1 or step == stop_at
             if (cfg.val_every and step % cfg.val_every == 0) or step >= total or timeout:
                 if records.get("val") and rank == 0:
-                    m, _ = evaluate(encoder, model, records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False,
+                    m, _ = evaluate(*use(), records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False,
                                     loader=loader.get("val"))
                     history[-1]["val"] = {k: round(v, 4) for k, v in m.items() if isinstance(v, float)}
                     log(f"step {step}: val CIDEr {m['cider']:.1f} BLEU-4 {m['bleu4']:.1f}")

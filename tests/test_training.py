@@ -16,17 +16,39 @@ def tiny(**kw):
                                    embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, dropout=0.2, warmup=2), **kw})
 
 
-@pytest.mark.parametrize("pool", [0, 4])
-def test_exact_resume(tmp_path, pool):
-    "N steps, stop, resume, N more = 2N straight; also with batches drawn by caption length (the resume is mid-epoch)."
-    cfg = tiny(length_pool=pool)
+@pytest.mark.parametrize("pool,ema", [(0, 0.0), (4, 0.0), (0, 0.9)], ids=["plain", "length_pool", "ema"])
+def test_exact_resume(tmp_path, pool, ema):
+    "N steps, stop, resume, N more = 2N straight; also with batches drawn by caption length (the resume is mid-epoch), and with averaged weights."
+    cfg = tiny(length_pool=pool, ema=ema)
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
     assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
     fit(cfg, tmp_path / "b", resume=True, **QUIET)
     a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
-    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    for part in ("model", "encoder") + (("train_model", "train_encoder") if ema else ()):
+        assert all(torch.equal(a[part][k], b[part][k]) for k in a[part]), part
     assert a["optimizer"]["state"][0]["exp_avg"].equal(b["optimizer"]["state"][0]["exp_avg"])
+    assert ("ema_updates" in a) == bool(ema) and a.get("ema_updates") in (None, 6)
+
+
+def test_averaged_weights_are_what_checkpoints_give(tmp_path):
+    "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_captioner decodes with it."
+    from sat_tutorial.training import ema_decay
+    cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
+    lives = []
+    for n in range(1, 5):                                                   # the live weights after each step, from last.pt
+        fit(cfg, tmp_path, stop_at=n, resume=n > 1, **QUIET)
+        lives.append(load_checkpoint(tmp_path / "last.pt")["train_model"])
+    ck = load_checkpoint(tmp_path / "last.pt")
+    d = [0.0] + [ema_decay(k, 0.9) for k in range(2, 5)]
+    w = [(1 - d[k]) * math.prod(d[k + 1:]) for k in range(4)]
+    for k, v in ck["model"].items():
+        if v.is_floating_point(): assert torch.allclose(v, sum(wk * live[k] for wk, live in zip(w, lives)), atol=1e-6), k
+    assert not torch.equal(ck["model"]["embed.weight"], ck["train_model"]["embed.weight"])
+    _, model, _, _ = load_captioner(tmp_path / "best.pt")                   # no validation split: best.pt is the end of the run
+    assert torch.equal(model.state_dict()["embed.weight"], ck["model"]["embed.weight"])
+    with pytest.raises(ValueError, match="ema must be a decay between 0 and 1"):
+        fit(tiny(ema=1.5), tmp_path / "bad", **QUIET)
 
 
 def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
@@ -211,7 +233,7 @@ def _train_args(tmp_path, f):
             "--device", "cpu", "--model-kwargs", '{"alpha_c": 1.0}']
 
 
-@pytest.mark.parametrize("extra", [[], ["--length-pool", "3"]], ids=["shuffled", "length_pool"])
+@pytest.mark.parametrize("extra", [[], ["--length-pool", "3"], ["--ema", "0.9"]], ids=["shuffled", "length_pool", "ema"])
 def test_two_gloo_processes_match_one_process(tmp_path, extra):
     "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch (also with batches by length, whose word weight GlobalBatchLoss must apply)."
     fake_dataset(tmp_path, 40)
