@@ -159,6 +159,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
+    p.add_argument("--live-weights", action="store_true", help="a checkpoint of a run with --ema: score its last training weights, not their average")
     add_decoding(p)
     p.add_argument("--device", default="auto")
     p.set_defaults(func=cmd_evaluate)
@@ -167,12 +168,12 @@ def cmd_evaluate(args) -> int:
     from sat_tutorial.core import get_device
     from sat_tutorial.training import evaluate, load_captioner
     dev = get_device(args.device)
-    enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
+    enc, model, vocab, cfg = load_captioner(args.checkpoint, dev, live=args.live_weights)
     set_reads(model, args.reads, args.checkpoint)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit: recs = recs[:args.limit]
     print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
-          + (f", {args.reads} reads" if args.reads else ""))
+          + (f", {args.reads} reads" if args.reads else "") + (", live weights" if args.live_weights else ""))
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader,
                        suppress=[vocab.unk] if args.no_unk else (), length_norm=args.length_norm)
@@ -181,7 +182,7 @@ def cmd_evaluate(args) -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "beam_size": args.beam_size,
-                                               "no_unk": args.no_unk, "reads": args.reads, "length_norm": args.length_norm, "metrics": m, "captions": caps}, indent=1))
+                                               "no_unk": args.no_unk, "reads": args.reads, "length_norm": args.length_norm, "live_weights": args.live_weights, "metrics": m, "captions": caps}, indent=1))
         print(f"wrote {args.json}")
     return 0
 

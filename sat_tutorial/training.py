@@ -440,14 +440,17 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     elif mean_words: loss_fn_step = FixedWordWeight(mean_words)
     amp_dtype, scaler = _amp(cfg, device)
     avg_of = nn.ModuleDict({"encoder": encoder, "model": model})
-    def use(): return (avg.module["encoder"], avg.module["model"]) if avg is not None else (encoder, model)
+    def averaged():
+        "The average once it has seen a step (before that its copy may predate the weights loaded above)."
+        return avg if avg is not None and int(avg.n_averaged) > 0 else None
+    def use(): return (avg.module["encoder"], avg.module["model"]) if averaged() else (encoder, model)
     def save(name, everyone=True):
         "Checkpoint (written by process 0); with `everyone`, all processes call it and their RNG states are kept."
         ranks = None
         if world > 1 and everyone:
             ranks = [None] * world; dist.all_gather_object(ranks, rng_state())
         if rank == 0:
-            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes(), avg)
+            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes(), averaged())
             if ranks: state["rng_ranks"] = ranks
             save_checkpoint(state, out_dir / name)
         if world > 1 and everyone: dist.barrier()
@@ -540,14 +543,17 @@ def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
     if Vocab.from_dict(ck["vocab"]) != vocab:
         raise ValueError(f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, here {len(vocab)})")
 
-def load_captioner(path, device="cpu"):
-    "Encoder, captioner, vocabulary and config from a checkpoint (weights only, no pickled code)."
+def load_captioner(path, device="cpu", live: bool = False):
+    "Encoder, captioner, vocabulary and config from a checkpoint (weights only, no pickled code); `live`: the training weights, not their average."
     ck = load_checkpoint(path, map_location=device)
     if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
+    if live and "train_model" not in ck:
+        raise ValueError(f"{path} holds one set of weights (its run had no ema average), so there are no separate live weights to load")
     cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
     encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
-    encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
+    pre = "train_" if live else ""
+    encoder.load_state_dict(ck[pre + "encoder"]); model.load_state_dict(ck[pre + "model"])
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
 
 # %% ../nbs/12_training.ipynb #0240479c

@@ -47,8 +47,18 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     assert not torch.equal(ck["model"]["embed.weight"], ck["train_model"]["embed.weight"])
     _, model, _, _ = load_captioner(tmp_path / "best.pt")                   # no validation split: best.pt is the end of the run
     assert torch.equal(model.state_dict()["embed.weight"], ck["model"]["embed.weight"])
+    _, live, _, _ = load_captioner(tmp_path / "last.pt", live=True)        # `evaluate --live-weights`
+    assert torch.equal(live.state_dict()["embed.weight"], ck["train_model"]["embed.weight"])
     with pytest.raises(ValueError, match="ema must be a decay between 0 and 1"):
         fit(tiny(ema=1.5), tmp_path / "bad", **QUIET)
+    # a run without the average, resumed with it after its last step: checkpoints keep the live weights, not the average's first copy
+    fit(tiny(steps=4), tmp_path / "plain", **QUIET)
+    fit(tiny(steps=4, ema=0.9), tmp_path / "plain", resume=True, **QUIET)
+    plain = load_checkpoint(tmp_path / "plain" / "last.pt")
+    _, model, _, _ = load_captioner(tmp_path / "plain" / "best.pt")
+    assert "ema_updates" not in plain and torch.equal(model.state_dict()["embed.weight"], plain["model"]["embed.weight"])
+    with pytest.raises(ValueError, match="best.pt holds one set of weights"):
+        load_captioner(tmp_path / "plain" / "best.pt", live=True)
 
 
 def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
