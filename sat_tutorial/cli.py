@@ -31,7 +31,7 @@ _FLAG_HELP = {
     "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",
     "length_pool": "put captions of similar length in a batch: sort each run of N shuffled batches by length, then shuffle the batches (less padding, faster steps; 0: plain shuffle)",
-    "ema": "validate, keep best.pt and decode with an exponential moving average of the weights, decay D (e.g. 0.99: about the last 100 steps; 0: the last weights)",
+    "ema": "validate, keep best.pt and decode with an exponential moving average of the weights, decay D (0.99: about the last 100 steps, or the last tenth of a run shorter than 900; 0: the last weights)",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
     "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit \"reward_to_go\", and --model adaptive sentinel_warmup 300), "
                     "e.g. '{\"alpha_c\": 1.0}'",
