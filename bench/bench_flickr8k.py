@@ -117,13 +117,14 @@ def quality(args):
 
 
 def name(args) -> str:
-    "The run's name in bench/out: model, λ_r if not the paper's 1, the encoder if not EfficientNet-Lite0, image limit."
+    "The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not EfficientNet-Lite0, a seed other than 0, image limit."
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.ema: lr += f"_ema{args.ema:g}"
+    if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 

@@ -123,7 +123,9 @@ _NO_UNK_HELP = ("never emit <unk>: decoding takes the best other word "
                 "(not in the papers; every number in bench/RESULTS.md was measured without it)")
 _READS_HELP = ("hard attention only, how the model reads at test time: argmax (one location per word; the default), "
                "marginal (scores each word by the sum over locations, then keeps the location that best explains it; "
-               "one LSTM step per location, notebook 07), expected (the soft context Σ α a: not hard attention's score)")
+               "one LSTM step per location, notebook 07), expected (the soft context Σ α a, which is how the authors' released "
+               "test-caption script reads hard-attention models by default; no longer one location per word, so not our score "
+               "for hard attention)")
 
 def set_reads(model, reads: str | None, checkpoint) -> None:
     "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
