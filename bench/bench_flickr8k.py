@@ -117,7 +117,8 @@ def quality(args):
 
 
 def name(args) -> str:
-    "The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not EfficientNet-Lite0, a seed other than 0, image limit."
+    """The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not
+    EfficientNet-Lite0, a seed other than 0, image limit."""
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
