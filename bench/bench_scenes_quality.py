@@ -100,6 +100,7 @@ def main():
     ap.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 autocast on a CPU); evaluation stays float32")
     ap.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights, the preset)")
     ap.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle, the preset)")
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: the scenes preset's)")
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     if args.threads: torch.set_num_threads(args.threads)
@@ -113,7 +114,8 @@ def main():
         if model != "soft" and model != "hard": mk.pop("alpha_c", None)
         cfg = scenes_config(model=model, model_kwargs=mk, steps=args.steps, time_budget=args.minutes, n_train=args.n_train,
                             n_val=200, n_test=args.n_test, val_every=500, ckpt_every=500, seed=args.seed,
-                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp, length_pool=args.length_pool, ema=args.ema)
+                            encoder_weights=args.encoder_weights, fine_tune=args.fine_tune, amp=args.amp, length_pool=args.length_pool, ema=args.ema,
+                            **({"lr": args.lr} if args.lr is not None else {}))
         recs = load_records(cfg)
         if args.scst_only:
             if not args.scst_minutes: ap.error("--scst-only needs --scst-minutes")
