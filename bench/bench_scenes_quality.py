@@ -35,6 +35,7 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "hard_warmup600": ("hard", {"lambda_r": 0.1, "expected_warmup": 600, "credit": "caption"}),
     "hard_no_warmup": ("hard", {"lambda_r": 0.1, "expected_warmup": 0, "credit": "caption"}),
     "hard_rtg": ("hard", {"p_expected": 0.5}),                             # the preset: λ_r 0.1, warm-up 300, reward-to-go, p 0.5
+                                                                           # (and lr 4e-3 since stop 22; the runs before it: --lr 2e-3)
     "hard_pexp0.25": ("hard", {"p_expected": 0.25}),                       # the preset, but Σ α a for a quarter of the images, not half
     "hard_pexp_anneal": ("hard", {"p_expected": 0.5, "p_expected_end": 0.0}),   # the preset, but Σ α a for 50 % → 0 % of the images over the run
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),

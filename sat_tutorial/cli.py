@@ -37,7 +37,7 @@ _FLAG_HELP = {
                     "e.g. '{\"alpha_c\": 1.0}'",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
-    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth)",
+    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth; on scenes --model hard gets 0.004)",
     "warmup": "learning-rate warm-up steps", "batch_size": "captions per step (all processes together under torchrun)",
     "epochs": "passes over the training captions (images with --scst) when --steps is 0", "clip": "clip the gradient norm to this (0: no clipping)",
     "seed": "seed of every RNG, the data order and the scenes", "num_workers": "DataLoader worker processes",
