@@ -37,7 +37,7 @@ _FLAG_HELP = {
                     "e.g. '{\"alpha_c\": 1.0}'",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
-    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth; on scenes --model hard gets 0.004)",
+    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth)",
     "warmup": "learning-rate warm-up steps", "batch_size": "captions per step (all processes together under torchrun)",
     "epochs": "passes over the training captions (images with --scst) when --steps is 0", "clip": "clip the gradient norm to this (0: no clipping)",
     "seed": "seed of every RNG, the data order and the scenes", "num_workers": "DataLoader worker processes",
@@ -52,12 +52,15 @@ _FLAG_HELP = {
 _REAL_DATA = {"encoder": "resnet101"}      # where real datasets differ from TrainConfig's defaults (which suit the scenes' CNN)
 
 def _defaults(name: str) -> str:
-    "What a train flag falls back to: the value for real datasets, and the scenes preset's where it differs."
-    from sat_tutorial.training import TrainConfig, scenes_config
+    "What a train flag falls back to: the value for real datasets, the scenes preset's where it differs, and a model's own."
+    from sat_tutorial.training import CAPTIONERS, TrainConfig, scenes_config
     show = lambda v: "none" if v is None else ({True: "on", False: "off"}.get(v, v) if isinstance(v, bool) else
                                                json.dumps(v) if isinstance(v, dict) else v)
     real, scenes = {**asdict(TrainConfig()), **_REAL_DATA}[name], getattr(scenes_config(), name)
-    return f"default: {show(real)}" + (f"; scenes: {show(scenes)}" if scenes != real else "")
+    text = f"default: {show(real)}" + (f"; scenes: {show(scenes)}" if scenes != real else "")
+    if name in ("model", "model_kwargs"): return text                 # the model itself; its options are listed in the help text
+    own = {m: getattr(scenes_config(model=m), name) for m in CAPTIONERS}
+    return text + "".join(f"; scenes --model {m}: {show(v)}" for m, v in own.items() if v != scenes)
 
 def add_train(sub) -> None:
     from sat_tutorial.training import TrainConfig

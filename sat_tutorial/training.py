@@ -96,9 +96,9 @@ def scenes_config(**kw) -> TrainConfig:
                 model_kwargs={"alpha_c": 0.0})   # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
     # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap attention correctness near 0.5)
     if kw.get("model") == "butd": base["encoder"] = "scene_regions"      # bottom-up regions: the objects' boxes + distractors
-    if kw.get("model") == "hard":     # λ_r (not in the paper) 0.1; 300 steps on Σ α a first; s̃_t credited with G_t; twice the
+    if kw.get("model") == "hard":     # λ_r (not in the paper) 0.1; 300 steps on Σ α a first; s̃_t credited with G_t (notebook 07, bench/RESULTS.md)
         base["model_kwargs"] = {**base["model_kwargs"], "lambda_r": 0.1, "expected_warmup": 300, "credit": "reward_to_go"}
-        base["lr"] = 4e-3             # learning rate: it needs the most steps of the captioners (notebook 07, bench/RESULTS.md)
+        base["lr"] = 4e-3             # twice the others': it needs the most steps of the captioners (notebook 07)
     if kw.get("model") == "adaptive": # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
         base["model_kwargs"] = {**base["model_kwargs"], "sentinel_warmup": 300}
     base.update(kw)

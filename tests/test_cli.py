@@ -55,7 +55,8 @@ def test_train_help_shows_the_defaults_that_apply(capsys):
     out = " ".join(capsys.readouterr().out.split())
     assert "default: None" not in out
     assert f"(default: {TrainConfig().hidden_dim}; scenes: {scenes_config().hidden_dim})" in out
-    assert f"(default: resnet101; scenes: {scenes_config().encoder})" in out
+    assert f"(default: resnet101; scenes: {scenes_config().encoder}; scenes --model butd: {scenes_config(model='butd').encoder})" in out
+    assert f"(default: {TrainConfig().lr}; scenes: {scenes_config().lr}; scenes --model hard: {scenes_config(model='hard').lr})" in out
 
 
 def test_demo_end_to_end_tiny(tmp_path, capsys):
