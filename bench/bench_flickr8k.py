@@ -34,6 +34,7 @@ from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models
                                    open_features, transform_for)
 
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
+LR = 4e-4   # Adam's peak rate unless --lr says otherwise
 PAPER = {"soft": {"bleu4": 19.5, "meteor": 18.93}, "hard": {"bleu4": 21.3, "meteor": 20.30}}
 
 
@@ -118,13 +119,14 @@ def quality(args):
 
 def name(args) -> str:
     """The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not
-    EfficientNet-Lite0, a seed other than 0, image limit."""
+    EfficientNet-Lite0, a learning rate other than LR, a seed other than 0, image limit."""
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.ema: lr += f"_ema{args.ema:g}"
+    if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
     if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
@@ -217,7 +219,7 @@ def main(argv=None):
     p.add_argument("--features", help="use this feature file (default: bench/out/flickr8k_<encoder>.h5, extracted if missing)")
     p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--lr", type=float, default=4e-4)
+    p.add_argument("--lr", type=float, default=LR, help="Adam's peak rate (200 warm-up steps, then cosine decay to a tenth)")
     p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
     p.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights)")
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
