@@ -33,8 +33,8 @@ from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
                                    open_features, transform_for)
 
-# Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
+# Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
 PAPER = {"soft": {"bleu4": 19.5, "meteor": 18.93}, "hard": {"bleu4": 21.3, "meteor": 20.30}}
 
 
