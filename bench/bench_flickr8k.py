@@ -27,6 +27,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 
+from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
@@ -56,9 +57,9 @@ def records(limit: int) -> dict:
 
 def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
     "The feature file of all three splits (extracted now if missing, resumed if interrupted)."
-    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{f'_limit{limit}' if limit else ''}.h5"
+    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{px(args)}{f'_limit{limit}' if limit else ''}.h5"
     enc = build_encoder(encoder, weights="DEFAULT", grid=None).eval()
-    size = encoder_image_size(encoder)
+    size = args.image_size or encoder_image_size(encoder)
     with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
     meta = {"backbone": encoder, "weights": "DEFAULT", "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
     allrecs = recs["train"] + recs["val"] + recs["test"]
@@ -117,13 +118,19 @@ def quality(args):
     print(f"wrote {out}")
 
 
+def px(args) -> str:
+    "`_<N>px` for images fed to the backbone at another size than its own (a finer grid from the same backbone), else ''."
+    return f"_{args.image_size}px" if args.image_size and args.image_size != encoder_image_size(args.encoder) else ""
+
+
 def name(args) -> str:
     """The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not
-    EfficientNet-Lite0, a learning rate other than LR, a seed other than 0, image limit."""
+    EfficientNet-Lite0, its input size if not its own, a learning rate other than LR, a seed other than 0, image limit."""
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
+    lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.ema: lr += f"_ema{args.ema:g}"
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
@@ -212,11 +219,13 @@ def throughput(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("mode", choices=["quality", "throughput"])
     p.add_argument("--model", choices=["soft", "hard"], default="soft")
     p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
-    p.add_argument("--features", help="use this feature file (default: bench/out/flickr8k_<encoder>.h5, extracted if missing)")
+    p.add_argument("--features", help="use this feature file (default: bench/out/flickr8k_<encoder>[_<N>px].h5, extracted if missing)")
+    p.add_argument("--image-size", type=int, default=None, help="feed the backbone N-pixel images (the stored images are 224 px: "
+                   "448 gives EfficientNet-Lite0 a 14x14 grid, the paper's; default: the backbone's own size)")
     p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=LR, help="Adam's peak rate (200 warm-up steps, then cosine decay to a tenth)")

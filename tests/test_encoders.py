@@ -1,5 +1,6 @@
 """Feature extraction at scale: a real `kill -9` in the middle of an extraction, the command line, and the optional EfficientNet-Lite backbone."""
 import importlib.util, json, os, signal, subprocess, sys, time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ from PIL import Image
 from sat_tutorial.cli import main
 from sat_tutorial.data import FeatureStore
 from sat_tutorial.encoders import build_encoder
+from sat_tutorial.training import load_captioner, transform_for
 
 from fakes import fake_dataset
 
@@ -103,6 +105,11 @@ def test_extract_features_command(tmp_path, capsys):
         assert main(train + ["--max-missing", "0.2"]) == 0
     assert main(train) == 1                                                 # 10% without features > the default 1%
     assert "more than max_missing=1%" in capsys.readouterr().err
+    assert main(train + ["--max-missing", "0.2", "--image-size", "128"]) == 1   # features of 64-px images, 128 asked for
+    assert "was made with image_size=64, but 128 is expected" in capsys.readouterr().err
+    cfg = load_captioner(tmp_path / "run" / "best.pt")[3]
+    assert cfg.image_size == 64                                             # from the feature file: what `caption` resizes to
+    assert transform_for(replace(cfg, features=None))(Image.new("RGB", (90, 70))).shape == (3, 64, 64)
     assert main(["caption", "--checkpoint", str(tmp_path / "run" / "best.pt"), str(tmp_path / "flickr8k" / "images" / "003.jpg"),
                  "--device", "cpu", "--beam-size", "2"]) == 0
     assert "003.jpg: " in capsys.readouterr().out

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint
-from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_captioner, lr_factor, scenes_config
+from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_captioner, lr_factor, scenes_config, transform_for
 
 QUIET = dict(progress=False, log=lambda *a: None)
 
@@ -156,6 +156,14 @@ def features_cfg(tmp_path, **kw):
                 embed_dim=8, hidden_dim=8, attention_dim=8, dropout=0.2, batch_size=8, steps=8, warmup=2, lr=3e-3,
                 min_count=1, val_every=0, ckpt_every=0, seed=4)
     return TrainConfig(**{**base, **kw})
+
+
+def test_image_size_is_for_image_backbones():
+    from PIL import Image
+    assert transform_for(TrainConfig(data="flickr8k", encoder="resnet50", image_size=96))(Image.new("RGB", (50, 40))).shape == (3, 96, 96)
+    for enc in ("scene_cnn", "scene_regions"):
+        with pytest.raises(ValueError, match=f"the scene encoder '{enc}' reads the 64-pixel scenes as they are"):
+            transform_for(scenes_config(encoder=enc, image_size=96))
 
 
 def test_features_path_trains_validates_and_resumes_exactly(tmp_path):
