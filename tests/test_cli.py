@@ -1,5 +1,5 @@
 """The `sat-tutorial` command as a user runs it: every subcommand's --help, and the RAM and DRAW commands end to end."""
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -57,6 +57,17 @@ def test_train_help_shows_the_defaults_that_apply(capsys):
     assert f"(default: {TrainConfig().hidden_dim}; scenes: {scenes_config().hidden_dim})" in out
     assert f"(default: resnet101; scenes: {scenes_config().encoder}; scenes --model butd: {scenes_config(model='butd').encoder})" in out
     assert f"(default: {TrainConfig().lr}; scenes: {scenes_config().lr}; scenes --model hard: {scenes_config(model='hard').lr})" in out
+
+
+@pytest.mark.parametrize("cmd", ["evaluate", "caption", "extract-features", "demo"])
+def test_help_states_each_default_once(cmd, capsys):
+    "A help text that already names its default gets no second '(default: …)'; a None default (not given) is not shown."
+    with pytest.raises(SystemExit): build_parser().parse_args([cmd, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: None)" not in out
+    assert not re.search(r"\(default: [^)]*\) \(default:", out)             # e.g. "(default: $SAT_TUTORIAL_DATA) (default: None)"
+    assert "(default: auto)" in out                                          # --device: a default is still shown
+    if cmd == "extract-features": assert "(default: $SAT_TUTORIAL_DATA)" in out and "(default: 512)" in out
 
 
 def test_demo_end_to_end_tiny(tmp_path, capsys):
