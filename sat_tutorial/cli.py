@@ -218,15 +218,15 @@ def cmd_caption(args) -> int:
     from sat_tutorial.decoding import decode
     from sat_tutorial.soft_attention import show_attention
     from dataclasses import replace
-    from sat_tutorial.encoders import build_encoder, encoder_image_size
-    from sat_tutorial.training import load_captioner, transform_for
+    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.training import input_size, load_captioner, transform_for
     dev = get_device(args.device)
     enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
     set_reads(model, args.reads, args.checkpoint)
     if cfg.features:   # trained on stored features: run the backbone that made them
         enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
         cfg = replace(cfg, features=None)
-    size = cfg.image_size or encoder_image_size(cfg.encoder)        # the size the features were made at
+    size = input_size(cfg)                                         # the size the features were made at
     if getattr(enc, "needs_boxes", False):
         raise ValueError(f"{args.checkpoint} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
                          "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")

@@ -25,11 +25,11 @@ from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'transform_for', 'load_records',
-           'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate',
-           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share',
-           'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible',
-           'load_captioner', 'SelfCritical']
+__all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'input_size', 'transform_for',
+           'load_records', 'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'FixedWordWeight',
+           'generate', 'evaluate', 'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay',
+           'weight_average', 'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit',
+           'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -122,12 +122,16 @@ def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Modul
                                       attention_dim=cfg.attention_dim, dropout=cfg.dropout, **cfg.model_kwargs)
     return enc, model
 
+def input_size(cfg: TrainConfig) -> int:
+    "The side in pixels the backbone gets: `cfg.image_size` (from the feature file when trained on one), else the encoder's own."
+    return cfg.image_size or encoder_image_size(cfg.encoder)
+
 def transform_for(cfg: TrainConfig):
     "Image → tensor for the configured encoder; None when the inputs are stored features."
     if cfg.features: return None
     if cfg.image_size and cfg.encoder in ("scene_cnn", "scene_regions"):
         raise ValueError(f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as they are; image_size is for image backbones")
-    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(cfg.image_size or encoder_image_size(cfg.encoder))
+    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(input_size(cfg))
 
 def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list[ImageRecord]]:
     "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
