@@ -10,6 +10,8 @@ Two modes:
 
     .venv/bin/python bench/bench_flickr8k.py quality --model soft                 # 60 min of training + extraction + test
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 120
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 43 --scst-minutes 17   # then self-critical training
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --scst-from RUN/best.pt --scst-minutes 17
     .venv/bin/python bench/bench_flickr8k.py throughput
     .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
 
@@ -84,15 +86,23 @@ def quality(args):
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
                       model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit} if args.model == "hard" else {})})
-    # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
-    rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
-    steps = max(10, int(rate * args.minutes * 60 * 0.85))
-    cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
-    print(f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
-          f"{cfg.batch_size}) for up to {args.minutes} min: {rate:.2f} steps/s measured -> {steps} steps planned")
-    run = OUT / f"flickr8k_{name(args)}_run"
-    summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
-    enc, model, vocab, cfg2 = load_captioner(run / "best.pt", device)
+    if args.scst_from:                                                     # a cross-entropy model trained earlier
+        summary = self_critical(Path(args.scst_from), args, recs, device)
+        tested = Path(summary["run"]) / "best.pt"
+    else:
+        # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
+        rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
+        steps = max(10, int(rate * args.minutes * 60 * 0.85))
+        cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
+        print(f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
+              f"{cfg.batch_size}) for up to {args.minutes} min: {rate:.2f} steps/s measured -> {steps} steps planned")
+        run = OUT / f"flickr8k_{name(args)}_run"
+        summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
+        tested = run / "best.pt"
+        if args.scst_minutes:
+            summary = {"cross_entropy": summary, **self_critical(tested, args, recs, device)}
+            tested = Path(summary["run"]) / "best.pt"
+    enc, model, vocab, cfg2 = load_captioner(tested, device)
     stores = open_features(cfg2, {"test": recs["test"]})
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, recs["test"], None, vocab, beam_size=3, max_len=20, device=device, progress=True,
@@ -113,9 +123,33 @@ def quality(args):
     print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']} of {summary['steps']}; "
           f"{summary['minutes']:.1f} min of training)")
     if args.limit_images: print("NOTE: --limit-images run: a smoke test, not a result")
-    out = Path(args.out or OUT / f"flickr8k_{name(args)}.json")
+    out = Path(args.out or (Path(summary["run"]).with_name(Path(summary["run"]).name.removesuffix("_run") + ".json")
+                            if args.scst_minutes else OUT / f"flickr8k_{name(args)}.json"))
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
     print(f"wrote {out}")
+
+
+def self_critical(ce_checkpoint: Path, args, recs, device) -> dict:
+    """Continue `ce_checkpoint` by self-critical training (CIDEr-D reward) for --scst-minutes; the learning
+    rate decays on the clock (cosine to a tenth over the budget). Returns fit's summary, the run folder and the minutes of
+    cross-entropy training that the checkpoint had cost (its time at the step it was saved)."""
+    ck = torch.load(ce_checkpoint, map_location="cpu", weights_only=False)
+    ce_minutes, ce_step = float(ck.get("minutes", 0.0)), int(ck["step"])
+    cfg = TrainConfig.from_dict(ck["config"])
+    del ck
+    cfg = TrainConfig(**{**asdict(cfg), "scst": True, "scst_baseline": args.scst_baseline, "scst_samples": args.scst_samples,
+                         "batch_size": args.scst_batch_size, "init_from": str(ce_checkpoint),
+                         "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "length_pool": 0,
+                         "steps": 10 ** 6, "epochs": 1000, "val_every": args.scst_val_every, "ckpt_every": args.scst_val_every,
+                         "ema": args.ema, "patience": args.patience})
+    variant = "" if args.scst_baseline == "greedy" and args.scst_samples == 1 else f"_{args.scst_baseline}{args.scst_samples}"
+    run = OUT / f"{Path(ce_checkpoint).parent.name.removesuffix('_run')}_scst{args.scst_minutes:g}{variant}_run"
+    print(f"self-critical training for {args.scst_minutes} min from {ce_checkpoint} (step {ce_step}, {ce_minutes:.1f} min of "
+          f"cross-entropy training), lr {args.scst_lr:g}")
+    summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
+    return {"self_critical": summary, "run": str(run), "cross_entropy_checkpoint": str(ce_checkpoint),
+            "cross_entropy_minutes": ce_minutes, "cross_entropy_step": ce_step, "best": summary["best"],
+            "steps": summary["steps"], "minutes": ce_minutes + summary["minutes"]}
 
 
 def px(args) -> str:
@@ -243,6 +277,16 @@ def main(argv=None):
     p.add_argument("--credit", choices=["caption", "reward_to_go"], default="caption",
                    help="hard attention: credit each sampled location with the whole caption's log-likelihood (the paper) or "
                         "with the words from its step on (not in the paper; notebook 07)")
+    p.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training (CIDEr-D reward; for hard "
+                   "attention REINFORCE over words and locations) from the best checkpoint for M minutes; "
+                   "the test uses its best checkpoint (0: none)")
+    p.add_argument("--scst-lr", type=float, default=5e-5, help="Adam's peak rate of the self-critical phase")
+    p.add_argument("--scst-baseline", choices=["greedy", "mean"], default="greedy",
+                   help="self-critical baseline: the greedy caption's reward, or the mean of the image's other samples")
+    p.add_argument("--scst-samples", type=int, default=1, help="self-critical phase: captions sampled per image")
+    p.add_argument("--scst-batch-size", type=int, default=64, help="self-critical phase: images per step")
+    p.add_argument("--scst-val-every", type=int, default=100, help="self-critical phase: validate every N steps")
+    p.add_argument("--scst-from", help="skip cross-entropy training: self-critical training from this checkpoint (needs --scst-minutes)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
@@ -255,6 +299,7 @@ def main(argv=None):
     p.add_argument("--device", default="auto")
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
+    if args.scst_from and not args.scst_minutes: p.error("--scst-from needs --scst-minutes")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     (quality if args.mode == "quality" else throughput)(args)
 

@@ -54,7 +54,7 @@ _FLAG_HELP = {
     "ckpt_every": "write last.pt every N steps", "val_beam": "beam size of validation decoding", "max_len": "longest caption decoded; longer training captions are cut to it",
     "n_train": "scenes generated for training (--data scenes)", "n_val": "validation scenes", "n_test": "test scenes",
     "min_count": "words seen fewer times in training become <unk>",
-    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of sampled captions; start it with --init-from",
+    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of sampled captions (hard attention: and of the locations read); start it with --init-from",
     "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the other samples of the image)",
     "scst_samples": "captions sampled per image", "init_from": "start from this checkpoint's weights (the cross-entropy model for --scst)",
 }

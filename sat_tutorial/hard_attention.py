@@ -5,7 +5,7 @@
 # %% ../nbs/07_hard_attention.ipynb #2eb6cfde
 from __future__ import annotations
 
-import itertools
+import contextlib, itertools
 
 import torch
 import torch.nn.functional as F
@@ -101,6 +101,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         self.register_buffer("baseline", torch.zeros(()))                          # b_k (per caption; per word for "reward_to_go")
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
         self._forced = self._expected = self._trace = None                        # set only during `rollout`
+        self._reads = None                                                         # set only within `recording_reads`
 
     def context(self, alpha, z, feats, h, t=None):
         "ẑ_t = a_{s_t} for a sampled, given or argmax location (soft Σ α a for the 'expected' images and mode)."
@@ -112,7 +113,16 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
             z_s = hard_context(feats, s)                                          # (B, D)
             z = z_s if self._expected is None else torch.where(self._expected[:, None], z, z_s)
             if self._trace is not None: self._trace.append(s)
+            if self._reads is not None and self._forced is None:                   # log α_t(s̃_t), with its gradient
+                self._reads.append(alpha.gather(1, s[:, None]).squeeze(1).clamp_min(1e-30).log())
         return super().context(alpha, z, feats, h, t)                              # the β gate, if enabled
+
+    @contextlib.contextmanager
+    def recording_reads(self):
+        "Within it, every location the model picks appends log α_t(s_t) `(B,)` to the list it yields: log p(s) for REINFORCE over whole decodes (self-critical training)."
+        self._reads = []
+        try: yield self._reads
+        finally: self._reads = None
 
     def rollout(self, feats, captions, lengths, s: torch.Tensor | None = None, expected: torch.Tensor | None = None):
         "Teacher forcing that also returns the locations read, `(B, T)` (None when none was: 'expected' inference)."

@@ -5,7 +5,7 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import importlib, json, math, os, time, warnings
+import contextlib, importlib, json, math, os, time, warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -568,7 +568,7 @@ def load_captioner(path, device="cpu", live: bool = False):
 
 # %% ../nbs/12_training.ipynb #0240479c
 class SelfCritical:
-    "SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's reward, or the mean of the other samples."
+    "SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's reward, or the mean of the other samples; for hard attention log p(wˢ, sˢ)."
     def __init__(self, cider: CiderD, vocab: Vocab, max_len: int = 20, baseline: str = "greedy", n_samples: int = 1):
         if baseline not in ("greedy", "mean"): raise ValueError(f"unknown SCST baseline {baseline!r}: greedy or mean")
         self.cider, self.vocab, self.max_len, self.baseline, self.k = cider, vocab, max_len, baseline, n_samples
@@ -579,7 +579,10 @@ class SelfCritical:
     def __call__(self, model, feats, batch):
         refs = [[tokenize(x) for x in rs] for rs in batch["refs"]]
         K = self.k
-        toks, logp, _ = sample(model, feats.repeat_interleave(K, 0), self.max_len)       # (B*K, T), (B*K,)
+        reads = getattr(model, "recording_reads", contextlib.nullcontext)()              # hard attention also samples s_t
+        with reads as log_alpha:
+            toks, logp, mask = sample(model, feats.repeat_interleave(K, 0), self.max_len)  # (B*K, T), (B*K,), (B*K, T)
+        if log_alpha: logp = logp + (torch.stack(log_alpha, 1) * mask).sum(1)          # log p(w, s) = log p(w | s) + Σ_t log α_t(s_t)
         rk = [r for r in refs for _ in range(K)]
         r = self.rewards(toks.tolist(), rk)                                                # (B*K,)
         if self.baseline == "greedy":

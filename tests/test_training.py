@@ -86,6 +86,15 @@ def test_length_pool_is_refused_for_self_critical_training(tmp_path):
         fit(tiny(length_pool=-2), tmp_path, **QUIET)
 
 
+def test_self_critical_training_moves_hard_attention_weights(tmp_path):
+    "SCST on a hard-attention model also trains where it looks: the attention weights change (they got no gradient without log α_t(s_t))."
+    fit(tiny(model="hard", steps=3), tmp_path / "ce", **QUIET)
+    fit(tiny(model="hard", steps=3, scst=True, init_from=str(tmp_path / "ce" / "last.pt"), lr=1e-2), tmp_path / "scst", **QUIET)
+    before, after = (load_checkpoint(tmp_path / d / "last.pt")["model"] for d in ("ce", "scst"))
+    moved = {k for k in before if k.startswith("attention.") and not torch.equal(before[k], after[k])}
+    assert {"attention.W_a.weight", "attention.W_h.weight", "attention.w.weight"} <= moved, moved
+
+
 def test_refuses_other_model_and_garbage(tmp_path):
     fit(tiny(), tmp_path, stop_at=1, **QUIET)
     with pytest.raises(ValueError, match="trained with hidden_dim=8, but this run has hidden_dim=16"):
