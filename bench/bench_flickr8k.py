@@ -88,20 +88,23 @@ def quality(args):
                                                                   "credit": args.credit} if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier
         summary = self_critical(Path(args.scst_from), args, recs, device)
-        tested = Path(summary["run"]) / "best.pt"
+        tested = Path(summary["tested"])
     else:
-        # the cosine schedule needs the number of steps: measure a few steps' speed and fit the budget
-        rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
-        steps = max(10, int(rate * args.minutes * 60 * 0.85))
-        cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
-        print(f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
-              f"{cfg.batch_size}) for up to {args.minutes} min: {rate:.2f} steps/s measured -> {steps} steps planned")
+        what = (f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
+                f"{cfg.batch_size}) for up to {args.minutes} min")
+        if args.probe_steps:
+            # plan the cosine schedule's steps from a few steps' measured speed, 85 % of the budget (the run ends early if faster)
+            rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
+            steps = max(10, int(rate * args.minutes * 60 * 0.85))
+            cfg = TrainConfig(**{**asdict(cfg), "steps": steps, "val_every": min(args.val_every, max(steps // 4, 1))})
+            print(f"{what}: {rate:.2f} steps/s measured -> {steps} steps planned")
+        else: print(f"{what}: the learning rate decays on the clock and the run uses the whole budget")   # steps=0: by epochs (1000), never reached
         run = OUT / f"flickr8k_{name(args)}_run"
         summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
         tested = run / "best.pt"
         if args.scst_minutes:
             summary = {"cross_entropy": summary, **self_critical(tested, args, recs, device)}
-            tested = Path(summary["run"]) / "best.pt"
+            tested = Path(summary["tested"])
     enc, model, vocab, cfg2 = load_captioner(tested, device)
     stores = open_features(cfg2, {"test": recs["test"]})
     t0 = time.perf_counter()
@@ -120,8 +123,10 @@ def quality(args):
         f"{m[c]:9.2f}" if isinstance(m.get(c), float) and not math.isnan(m[c]) else f"{'n/a':>9}" for c in cols))
     print(f"{'paper: ' + args.model + ', VGG-19 14x14':34}" + "".join(f"{PAPER[args.model].get(c, float('nan')):9.2f}"
                                                                       if c in PAPER[args.model] else f"{'':>9}" for c in cols))
-    print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']} of {summary['steps']}; "
-          f"{summary['minutes']:.1f} min of training)")
+    phase = ("" if not args.scst_minutes else " of cross-entropy training" if summary["tested"] == summary["cross_entropy_checkpoint"]
+             else " of self-critical training")
+    print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']}{phase}; {summary['steps']} steps, "
+          f"{summary['minutes']:.1f} min of training in all)")
     if args.limit_images: print("NOTE: --limit-images run: a smoke test, not a result")
     out = Path(args.out or (Path(summary["run"]).with_name(Path(summary["run"]).name.removesuffix("_run") + ".json")
                             if args.scst_minutes else OUT / f"flickr8k_{name(args)}.json"))
@@ -131,10 +136,11 @@ def quality(args):
 
 def self_critical(ce_checkpoint: Path, args, recs, device) -> dict:
     """Continue `ce_checkpoint` by self-critical training (CIDEr-D reward) for --scst-minutes; the learning
-    rate decays on the clock (cosine to a tenth over the budget). Returns fit's summary, the run folder and the minutes of
-    cross-entropy training that the checkpoint had cost (its time at the step it was saved)."""
+    rate decays on the clock (cosine to a tenth over the budget). Returns fit's summary, the run folder, the minutes of
+    cross-entropy training that the checkpoint had cost (its time at the step it was saved) and the checkpoint to test:
+    the self-critical run's best, or the starting checkpoint if none of its validations beat that one's."""
     ck = torch.load(ce_checkpoint, map_location="cpu", weights_only=False)
-    ce_minutes, ce_step = float(ck.get("minutes", 0.0)), int(ck["step"])
+    ce_minutes, ce_step, ce_best = float(ck.get("minutes", 0.0)), int(ck["step"]), ck["best"]
     cfg = TrainConfig.from_dict(ck["config"])
     del ck
     cfg = TrainConfig(**{**asdict(cfg), "scst": True, "scst_baseline": args.scst_baseline, "scst_samples": args.scst_samples,
@@ -147,9 +153,14 @@ def self_critical(ce_checkpoint: Path, args, recs, device) -> dict:
     print(f"self-critical training for {args.scst_minutes} min from {ce_checkpoint} (step {ce_step}, {ce_minutes:.1f} min of "
           f"cross-entropy training), lr {args.scst_lr:g}")
     summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
-    return {"self_critical": summary, "run": str(run), "cross_entropy_checkpoint": str(ce_checkpoint),
-            "cross_entropy_minutes": ce_minutes, "cross_entropy_step": ce_step, "best": summary["best"],
-            "steps": summary["steps"], "minutes": ce_minutes + summary["minutes"]}
+    res = {"self_critical": summary, "run": str(run), "cross_entropy_checkpoint": str(ce_checkpoint),
+           "cross_entropy_minutes": ce_minutes, "cross_entropy_step": ce_step, "cross_entropy_best": ce_best,
+           "best": summary["best"], "steps": ce_step + summary["steps"], "minutes": ce_minutes + summary["minutes"], "tested": str(run / "best.pt")}
+    if summary["best"]["cider"] < ce_best["cider"]:                       # selection on validation includes the starting point
+        print(f"self-critical training did not beat its starting point on validation (CIDEr {summary['best']['cider']:.1f} < "
+              f"{ce_best['cider']:.1f}): testing {ce_checkpoint}")
+        res.update(best=ce_best, tested=str(ce_checkpoint))
+    return res
 
 
 def px(args) -> str:
@@ -288,7 +299,9 @@ def main(argv=None):
     p.add_argument("--scst-val-every", type=int, default=100, help="self-critical phase: validate every N steps")
     p.add_argument("--scst-from", help="skip cross-entropy training: self-critical training from this checkpoint (needs --scst-minutes)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
-    p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget")
+    p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget (85 %% of it; "
+                   "the run ends early when steps run faster than the probe); 0: no plan, the learning rate decays on the clock and "
+                   "the run uses the whole budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
     p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online (0: skip those rows)")
     p.add_argument("--extract-images", type=int, default=128, help="throughput: images for the extraction rate")
