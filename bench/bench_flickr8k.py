@@ -102,8 +102,8 @@ def quality(args):
         run = OUT / f"flickr8k_{name(args)}_run"
         summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
         tested = run / "best.pt"
-        if args.scst_minutes:
-            summary = {"cross_entropy": summary, **self_critical(tested, args, recs, device)}
+        if args.scst_minutes:   # the whole cross-entropy run counts against the budget, not only the minutes up to its best step
+            summary = {"cross_entropy": summary, **self_critical(tested, args, recs, device, ce_run_minutes=summary["minutes"])}
             tested = Path(summary["tested"])
     enc, model, vocab, cfg2 = load_captioner(tested, device)
     stores = open_features(cfg2, {"test": recs["test"]})
@@ -134,13 +134,14 @@ def quality(args):
     print(f"wrote {out}")
 
 
-def self_critical(ce_checkpoint: Path, args, recs, device) -> dict:
+def self_critical(ce_checkpoint: Path, args, recs, device, ce_run_minutes: float | None = None) -> dict:
     """Continue `ce_checkpoint` by self-critical training (CIDEr-D reward) for --scst-minutes; the learning
     rate decays on the clock (cosine to a tenth over the budget). Returns fit's summary, the run folder, the minutes of
-    cross-entropy training that the checkpoint had cost (its time at the step it was saved) and the checkpoint to test:
+    cross-entropy training that the checkpoint had cost (its time at the step it was saved, or `ce_run_minutes`, the whole
+    run's, when known) and the checkpoint to test:
     the self-critical run's best, or the starting checkpoint if none of its validations beat that one's."""
     ck = torch.load(ce_checkpoint, map_location="cpu", weights_only=False)
-    ce_minutes, ce_step, ce_best = float(ck.get("minutes", 0.0)), int(ck["step"]), ck["best"]
+    ce_minutes, ce_step, ce_best = float(ck.get("minutes", 0.0) if ce_run_minutes is None else ce_run_minutes), int(ck["step"]), ck["best"]
     cfg = TrainConfig.from_dict(ck["config"])
     del ck
     cfg = TrainConfig(**{**asdict(cfg), "scst": True, "scst_baseline": args.scst_baseline, "scst_samples": args.scst_samples,
