@@ -112,7 +112,7 @@ def quality(args):
                        loader=stores["test"].load_record)
     stores["test"].close()
     res = {"mode": "quality", "model": args.model, "encoder": args.encoder, "grid": grid, "limit_images": args.limit_images,
-           "train_images": len(recs["train"]), "test_images": m["n_images"], "budget_minutes": args.minutes,
+           "train_images": len(recs["train"]), "test_images": m["n_images"], "budget_minutes": (0 if args.scst_from else args.minutes) + args.scst_minutes,
            "train_summary": summary, "best_val": summary["best"], "test_beam3": m, "test_seconds": time.perf_counter() - t0,
            "paper_flickr8k": PAPER[args.model], "config": asdict(cfg), "environment": environment(device),
            "examples": dict(list(caps.items())[:10])}
@@ -145,11 +145,13 @@ def self_critical(ce_checkpoint: Path, args, recs, device, ce_run_minutes: float
     cfg = TrainConfig.from_dict(ck["config"])
     del ck
     cfg = TrainConfig(**{**asdict(cfg), "scst": True, "scst_baseline": args.scst_baseline, "scst_samples": args.scst_samples,
+                         "scst_temperature": args.scst_temperature, "scst_dropout": args.scst_dropout,
                          "batch_size": args.scst_batch_size, "init_from": str(ce_checkpoint),
                          "time_budget": args.scst_minutes, "lr": args.scst_lr, "warmup": 20, "length_pool": 0,
                          "steps": 10 ** 6, "epochs": 1000, "val_every": args.scst_val_every, "ckpt_every": args.scst_val_every,
                          "ema": args.ema, "patience": args.patience})
     variant = "" if args.scst_baseline == "greedy" and args.scst_samples == 1 else f"_{args.scst_baseline}{args.scst_samples}"
+    variant += (f"_T{args.scst_temperature:g}" if args.scst_temperature != 1 else "") + ("" if args.scst_dropout else "_nodropout")
     run = OUT / f"{Path(ce_checkpoint).parent.name.removesuffix('_run')}_scst{args.scst_minutes:g}{variant}_run"
     print(f"self-critical training for {args.scst_minutes} min from {ce_checkpoint} (step {ce_step}, {ce_minutes:.1f} min of "
           f"cross-entropy training), lr {args.scst_lr:g}")
@@ -296,6 +298,9 @@ def main(argv=None):
     p.add_argument("--scst-baseline", choices=["greedy", "mean"], default="greedy",
                    help="self-critical baseline: the greedy caption's reward, or the mean of the image's other samples")
     p.add_argument("--scst-samples", type=int, default=1, help="self-critical phase: captions sampled per image")
+    p.add_argument("--scst-temperature", type=float, default=1.0, help="self-critical phase: sample from p^(1/T) (notebook 12)")
+    p.add_argument("--scst-dropout", action=argparse.BooleanOptionalAction, default=True,
+                   help="self-critical phase: sample with dropout on (--no-scst-dropout: with the test-time network)")
     p.add_argument("--scst-batch-size", type=int, default=64, help="self-critical phase: images per step")
     p.add_argument("--scst-val-every", type=int, default=100, help="self-critical phase: validate every N steps")
     p.add_argument("--scst-from", help="skip cross-entropy training: self-critical training from this checkpoint (needs --scst-minutes)")

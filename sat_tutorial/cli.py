@@ -56,7 +56,9 @@ _FLAG_HELP = {
     "min_count": "words seen fewer times in training become <unk>",
     "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of sampled captions (hard attention: and of the locations read); start it with --init-from",
     "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the other samples of the image)",
-    "scst_samples": "captions sampled per image", "init_from": "start from this checkpoint's weights (the cross-entropy model for --scst)",
+    "scst_samples": "captions sampled per image",
+    "scst_temperature": "sample captions from p^(1/T) (below 1: closer to the greedy caption; REINFORCE uses log p_T)",
+    "scst_dropout": "sample with dropout on (--no-scst-dropout: with the test-time network)", "init_from": "start from this checkpoint's weights (the cross-entropy model for --scst)",
 }
 
 _REAL_DATA = {"encoder": "resnet101"}      # where real datasets differ from TrainConfig's defaults (which suit the scenes' CNN)
@@ -86,8 +88,9 @@ def add_train(sub) -> None:
         flag = "--" + f.name.replace("_", "-")
         text = _FLAG_HELP.get(f.name, f.name.replace("_", " "))
         text = text if "default" in text else f"{text} ({_defaults(f.name)})"     # None below: "not given", so the preset decides
-        if f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
-        elif f.type == "bool | None": p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        if f.type == "bool | None" or (f.type == "bool" and f.default is True):      # on by default: --no-X turns it off
+            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
+        elif f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
         elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
         else:
             typ = {"int": int, "float": float}.get(str(f.type).removesuffix(" | None"), str)   # image_size: int | None

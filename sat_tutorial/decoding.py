@@ -135,7 +135,7 @@ def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, su
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
 def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "Sample one caption per row: tokens `(B, T)` (<pad> after <end>), Σ_t log p `(B,)` with gradient, mask `(B, T)` of real tokens."
+    "Sample one caption per row from p_T ∝ p^(1/T): tokens `(B, T)` (<pad> after <end>), Σ_t log p_T `(B,)` with gradient, mask `(B, T)` of real tokens."
     state = model.init_state(feats)
     B = feats.shape[0]
     words = torch.full((B,), 1, dtype=torch.long, device=feats.device)
@@ -143,7 +143,8 @@ def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1
     toks, lps, masks = [], [], []
     for _ in range(max_len):
         lp, state, _ = model.step(words, state)                                # (B, V)
-        with torch.no_grad(): w = torch.multinomial((lp.detach() / temperature).softmax(-1), 1).squeeze(1)
+        if temperature != 1.0: lp = (lp / temperature).log_softmax(-1)         # log p_T(y) = log p(y)/T − log Σ_v p(v)^(1/T)
+        with torch.no_grad(): w = torch.multinomial(lp.detach().exp(), 1).squeeze(1)
         w = torch.where(done, 0, w)
         masks.append(~done)
         lps.append(torch.where(done, 0.0, lp.gather(1, w[:, None]).squeeze(1)))

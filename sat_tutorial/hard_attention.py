@@ -106,7 +106,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     def context(self, alpha, z, feats, h, t=None):
         "ẑ_t = a_{s_t} for a sampled, given or argmax location (soft Σ α a for the 'expected' images and mode)."
         if self._forced is not None: s = self._forced[:, t]
-        elif self.training or self.inference == "sample": s = sample_locations(alpha)
+        elif self._sampling(): s = sample_locations(alpha)
         elif self.inference == "argmax": s = alpha.argmax(-1)
         else: s = None                                                             # eval, "expected": keep Σ α a
         if s is not None:
@@ -119,7 +119,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
 
     @contextlib.contextmanager
     def recording_reads(self):
-        "Within it, every location the model picks appends log α_t(s_t) `(B,)` to the list it yields: log p(s) for REINFORCE over whole decodes (self-critical training)."
+        "Within it, every location is sampled (also in eval mode) and appends log α_t(s_t) `(B,)` to the list it yields: log p(s) for REINFORCE over whole decodes (self-critical training)."
         self._reads = []
         try: yield self._reads
         finally: self._reads = None
@@ -143,7 +143,8 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         if self.p_expected_end is None: return self.p_expected
         return self.p_expected + (self.p_expected_end - self.p_expected) * min(max(self.run_progress, 0.0), 1.0)
 
-    def _marginal(self) -> bool: return self.inference == "marginal" and not self.training
+    def _sampling(self) -> bool: return self.training or self.inference == "sample" or self._reads is not None
+    def _marginal(self) -> bool: return self.inference == "marginal" and not self._sampling()
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."

@@ -81,6 +81,8 @@ class TrainConfig:
     scst: bool = False                  # self-critical sequence training (CIDEr-D reward) instead of cross-entropy
     scst_baseline: str = "greedy"       # greedy | mean (of the other samples of the same image)
     scst_samples: int = 1               # captions sampled per image
+    scst_temperature: float = 1.0       # sample from p^(1/T) (REINFORCE with log p_T); < 1 sharpens
+    scst_dropout: bool = True           # sample with dropout on (training mode); False: with the test-time network
     init_from: str | None = None        # checkpoint to start from (SCST continues a cross-entropy model)
 
     @classmethod
@@ -410,7 +412,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if cfg.scst:
         if cfg.scst_baseline == "mean" and cfg.scst_samples < 2: raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
         loss_fn = SelfCritical(CiderD([[tokenize(x) for x in r.raw] for r in records["train"]]), vocab, cfg.max_len,
-                               cfg.scst_baseline, cfg.scst_samples)
+                               cfg.scst_baseline, cfg.scst_samples, cfg.scst_temperature, cfg.scst_dropout)
     if cfg.init_from and not (resume and (out_dir / "last.pt").exists()):
         ck = load_checkpoint(cfg.init_from, map_location=device)
         check_compatible(ck, cfg, vocab, cfg.init_from)
@@ -569,9 +571,13 @@ def load_captioner(path, device="cpu", live: bool = False):
 # %% ../nbs/12_training.ipynb #0240479c
 class SelfCritical:
     "SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's reward, or the mean of the other samples; for hard attention log p(wˢ, sˢ)."
-    def __init__(self, cider: CiderD, vocab: Vocab, max_len: int = 20, baseline: str = "greedy", n_samples: int = 1):
+    def __init__(self, cider: CiderD, vocab: Vocab, max_len: int = 20, baseline: str = "greedy", n_samples: int = 1,
+                 temperature: float = 1.0, dropout: bool = True):
+        "`temperature`: sample from p_T ∝ p^(1/T); `dropout=False`: sample with the test-time network (dropout off)."
         if baseline not in ("greedy", "mean"): raise ValueError(f"unknown SCST baseline {baseline!r}: greedy or mean")
+        if not temperature > 0: raise ValueError(f"the SCST sampling temperature must be positive, not {temperature}")
         self.cider, self.vocab, self.max_len, self.baseline, self.k = cider, vocab, max_len, baseline, n_samples
+        self.temperature, self.dropout = temperature, dropout
 
     def rewards(self, token_rows, refs) -> torch.Tensor:
         return torch.tensor([self.cider.score(self.vocab.decode(t), r) for t, r in zip(token_rows, refs)])
@@ -580,13 +586,16 @@ class SelfCritical:
         refs = [[tokenize(x) for x in rs] for rs in batch["refs"]]
         K = self.k
         reads = getattr(model, "recording_reads", contextlib.nullcontext)()              # hard attention also samples s_t
-        with reads as log_alpha:
-            toks, logp, mask = sample(model, feats.repeat_interleave(K, 0), self.max_len)  # (B*K, T), (B*K,), (B*K, T)
+        was = model.training
+        if not self.dropout: model.eval()                                                 # the network of test time; the graph is kept
+        try:
+            with reads as log_alpha:
+                toks, logp, mask = sample(model, feats.repeat_interleave(K, 0), self.max_len, self.temperature)  # (B*K, T), (B*K,), (B*K, T)
+        finally: model.train(was)
         if log_alpha: logp = logp + (torch.stack(log_alpha, 1) * mask).sum(1)          # log p(w, s) = log p(w | s) + Σ_t log α_t(s_t)
         rk = [r for r in refs for _ in range(K)]
         r = self.rewards(toks.tolist(), rk)                                                # (B*K,)
         if self.baseline == "greedy":
-            was = model.training
             g = greedy(model, feats.detach(), self.max_len); model.train(was)
             b = self.rewards([c.tokens for c in g], refs).repeat_interleave(K)
         else:
