@@ -28,6 +28,9 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_marginal_k.py bench/out/scenes_hard/best.pt",               # after the run above: marginal_k chosen on validation
     "bench_flickr8k.py quality --model soft --minutes 42",
     "bench_flickr8k.py quality --model hard --minutes 55",
+    "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
+    "--minutes 42 --probe-steps 0 --scst-minutes 17 --scst-temperature 0.5 --no-scst-dropout",   # issue 6: stop 25's self-critical run
+    "bench_scst_gap.py --checkpoint bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_run/best.pt",   # after it
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
 ]

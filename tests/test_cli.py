@@ -148,3 +148,13 @@ def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(["caption", "--checkpoint", "x.pt", "a.jpg", "--length-norm", "mean"])
     assert e.value.code == 2 and "must be a number 0 or more, not 'mean'" in capsys.readouterr().err
+
+
+def test_scst_sampler_flags_reach_the_config():
+    "--scst-temperature and --no-scst-dropout (a bool flag that is on by default) arrive in TrainConfig; left out, the defaults hold."
+    from sat_tutorial.cli import config_from_args
+    base = ["train", "--out", "x", "--model", "soft", "--data", "scenes", "--scst"]
+    cfg = config_from_args(build_parser().parse_args(base + ["--scst-temperature", "0.5", "--no-scst-dropout"]))
+    assert (cfg.scst_temperature, cfg.scst_dropout) == (0.5, False)
+    cfg = config_from_args(build_parser().parse_args(base))
+    assert (cfg.scst_temperature, cfg.scst_dropout) == (1.0, True)

@@ -325,3 +325,26 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
         warnings.simplefilter("error")
         assert tr._amp(cfg, torch.device("cpu")) == (torch.bfloat16, None)
         assert tr._amp(scenes_config(), torch.device("cpu")) == (None, None)
+
+
+@pytest.mark.parametrize("dropout", [True, False])
+def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
+    "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
+    from sat_tutorial import training
+    from sat_tutorial.data import Vocab
+    from sat_tutorial.hard_attention import HardAttentionCaptioner
+    from sat_tutorial.metrics import CiderD
+    torch.manual_seed(0)
+    model = HardAttentionCaptioner(6, 3, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.5).train()
+    seen = []
+    real_sample = training.sample
+    def spy(m, feats, max_len, temperature):
+        out = real_sample(m, feats, max_len, temperature)
+        seen.append((m.training, temperature, len(m._reads) == out[0].shape[1])); return out     # one log α_t(s_t) per step
+    monkeypatch.setattr(training, "sample", spy)
+    sc = training.SelfCritical(CiderD([["red circle".split()]]), Vocab(["<pad>", "<start>", "<end>", "<unk>", "red", "circle"]),
+                               max_len=3, n_samples=4, temperature=0.7, dropout=dropout)
+    loss, _ = sc(model, torch.randn(2, 5, 3), {"refs": [["red circle"], ["red circle"]]})
+    assert seen == [(dropout, 0.7, True)] and model.training and loss.requires_grad
+    with pytest.raises(ValueError, match="temperature must be positive"):
+        training.SelfCritical(sc.cider, sc.vocab, temperature=0.0)
