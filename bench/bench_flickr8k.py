@@ -31,7 +31,7 @@ OUT = ROOT / "bench" / "out"
 
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
-from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features  # noqa: E402
+from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
                                    open_features, transform_for)
@@ -57,13 +57,47 @@ def records(limit: int) -> dict:
     return recs
 
 
+def weights(args):
+    "The backbone's weights: 'DEFAULT' (pretrained), or a state-dict file (`random_backbone` makes one for --encoder-weights none)."
+    return args.encoder_weights
+
+
+def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> str:
+    """A state-dict file of the torchvision backbone with random weights and batch-norm statistics measured on `n` training
+    images. For speed only (torchvision's pretrained weights cannot be downloaded offline). Random weights with the
+    default statistics (mean 0, variance 1) let the activations grow through ResNet-101's 33 blocks past float16's
+    range: the stored features were inf and the loss NaN. Measured statistics keep each layer at unit scale, as
+    pretrained weights do."""
+    import torchvision
+    from sat_tutorial.data import default_loader
+    if args.encoder not in BACKBONES or args.encoder in LITE:
+        raise SystemExit(f"--encoder-weights none is for torchvision backbones ({sorted(set(BACKBONES) - set(LITE))}), not {args.encoder}")
+    size = args.image_size or encoder_image_size(args.encoder)
+    path = OUT / f"{args.encoder}_random_bn{size}px_seed{args.seed}.pt"
+    if path.exists(): return str(path)
+    torch.manual_seed(args.seed)
+    m = torchvision.models.get_model(args.encoder, weights=None)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.modules.batchnorm._BatchNorm): mod.reset_running_stats(); mod.momentum = None   # a plain average
+    m.train().to(device)
+    tf = image_transform(size)
+    imgs = [tf(default_loader(r)) for r in recs["train"][:n]]
+    with torch.no_grad():
+        for i in range(0, len(imgs), batch): m(torch.stack(imgs[i:i + batch]).to(device))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(m.cpu().state_dict(), path)
+    print(f"random {args.encoder} weights, batch-norm statistics from {len(imgs)} training images at {size} px: {path}")
+    return str(path)
+
+
 def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
     "The feature file of all three splits (extracted now if missing, resumed if interrupted)."
-    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{px(args)}{f'_limit{limit}' if limit else ''}.h5"
-    enc = build_encoder(encoder, weights="DEFAULT", grid=None).eval()
+    rand = "_random" if args.random_weights else ""
+    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{rand}{px(args)}{f'_limit{limit}' if limit else ''}.h5"
+    enc = build_encoder(encoder, weights=weights(args), grid=None).eval()
     size = args.image_size or encoder_image_size(encoder)
     with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
-    meta = {"backbone": encoder, "weights": "DEFAULT", "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
+    meta = {"backbone": encoder, "weights": weights(args), "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
     allrecs = recs["train"] + recs["val"] + recs["test"]
     t0 = time.perf_counter()
     st = extract_features(enc, allrecs, path, meta, image_transform(size), batch_size=args.extract_batch, num_workers=args.workers,
@@ -192,8 +226,9 @@ def steps_per_second(cfg, recs, device, n=10) -> float:
     return res["steps_per_s"]
 
 
-def time_training(cfg, recs, device, n=10) -> dict:
-    "Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features or the CNN online."
+def time_training(cfg, recs, device, n=10, train=True) -> dict:
+    """Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features or the CNN online. `train=False`
+    times the batches alone (the DataLoader's reads and transforms), to tell what bounds the training rate."""
     torch.manual_seed(0)
     recs = dict(recs)
     loader = {}
@@ -210,58 +245,113 @@ def time_training(cfg, recs, device, n=10) -> dict:
                            pool=cfg.length_pool)                        # the batches `fit` would draw, with or without length pools
     dl = torch.utils.data.DataLoader(ds, batch_sampler=batches, collate_fn=collate_captions, num_workers=cfg.num_workers)
     amp_dtype, scaler = _amp(cfg, device)
-    it, done, t0, samples = iter(dl), 0, None, 0
-    while done < n + 2:
+    cuda = device.type == "cuda"
+    if cuda: torch.cuda.reset_peak_memory_stats(device)
+    warm = 2 if train else 2 + 2 * cfg.num_workers                    # without training: past the batches the workers prefetched
+    it, done, t0, samples, losses = iter(dl), 0, None, 0, []
+    while done < n + warm:
         try: batch = next(it)
         except StopIteration: it = iter(dl); batch = next(it)
         if batch is None: continue
-        if done == 2: t0 = time.perf_counter(); samples = 0
-        train_step(enc, model, batch, opt, cfg.clip, device, amp_dtype, scaler)
+        if done == warm:
+            if cuda: torch.cuda.synchronize(device)
+            t0 = time.perf_counter(); samples = 0
+        if train:
+            st = train_step(enc, model, batch, opt, cfg.clip, device, amp_dtype, scaler)
+            losses.append(st.get("nll", st["loss"]))                 # per-word NLL (hard attention's loss is a surrogate)
+        else: batch["images"].to(device)                             # the copy to the device, as train_step makes it
         done += 1; samples += len(batch["lengths"])
+    if cuda: torch.cuda.synchronize(device)
     secs = time.perf_counter() - t0
+    if not all(math.isfinite(x) for x in losses): raise FloatingPointError(f"non-finite training NLL in {losses}")
     return {"steps": n, "samples": samples, "seconds": round(secs, 3), "samples_per_s": round(samples / secs, 2),
-            "steps_per_s": n / secs}
+            "steps_per_s": n / secs, "nll_first_last": [round(losses[0], 3), round(losses[-1], 3)] if losses else "",
+            "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if cuda else None}
+
+
+def amp_name(cfg, device) -> str:
+    "What --amp means for this row: off, or the autocast dtype (bf16 on a CPU and on GPUs that have it, else fp16)."
+    amp_dtype, _ = _amp(cfg, device)
+    return {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]
 
 
 def throughput(args):
     device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
     recs = records(args.limit_images or 256)
+    if args.random_weights: args.encoder_weights = random_backbone(args, recs, device)
     feats = features(recs, args.encoder, args.limit_images or 256, args, device)
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
-    base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights="DEFAULT", grid=grid, embed_dim=512,
+    base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights=weights(args), grid=grid,
+                image_size=args.image_size, embed_dim=512,
                 hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
     amps = (False,) if args.skip_amp else (False, True)
-    runs = [(False, amp, 0) for amp in amps] + [(True, amp, 0) for amp in amps if args.online_steps]
-    if args.length_pool > 1: runs.insert(1, (False, False, args.length_pool))  # stored features, batches by length
-    for online, amp, pool in runs:
-        cfg = TrainConfig(**base, amp=amp, length_pool=pool, features=None if online else str(feats))
+    runs = [(False, amp, 0, 0) for amp in amps] + [(True, amp, 0, 0) for amp in amps if args.online_steps]
+    runs += [(True, amp, 0, args.fine_tune) for amp in amps if args.online_steps and args.fine_tune]
+    if args.length_pool > 1: runs.insert(1, (False, False, args.length_pool, 0))  # stored features, batches by length
+    for online, amp, pool, tune in runs:
+        cfg = TrainConfig(**base, amp=amp, length_pool=pool, fine_tune=tune, features=None if online else str(feats))
         n = args.online_steps if online else args.steps
         r = time_training(cfg, recs, device, n)
-        rows.append({"inputs": ("CNN online (frozen)" if online else "stored features") + (f", length pool {pool}" if pool else ""),
-                     "amp": "bf16" if amp and device.type == "cpu" else ("on" if amp else "off"),
-                     **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s")}})
+        cnn = f"CNN online ({f'last {tune} blocks fine-tuned' if tune else 'frozen'})"
+        rows.append({"inputs": (cnn if online else "stored features") + (f", length pool {pool}" if pool else ""),
+                     "amp": amp_name(cfg, device),
+                     **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s", "nll_first_last", "peak_gpu_mib")}})
         print(rows[-1])
-    enc = build_encoder(args.encoder, weights="DEFAULT", grid=None)
-    size = encoder_image_size(args.encoder)
-    some = (recs["train"] + recs["val"])[:args.extract_images]
-    with tempfile.TemporaryDirectory() as d:
+    if args.attribute:   # what bounds the rates above: the batches alone, and the CNN alone on a batch already on the device
+        for online in (False, True) if args.online_steps else (False,):
+            cfg = TrainConfig(**base, features=None if online else str(feats))
+            r = time_training(cfg, recs, device, args.steps, train=False)
+            rows.append({"inputs": "batches alone: " + ("images decoded and resized" if online else "stored features read"), "amp": "",
+                         **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s", "nll_first_last")}, "peak_gpu_mib": None})
+            print(rows[-1])
+        size = args.image_size or encoder_image_size(args.encoder)
+        cnn = build_encoder(args.encoder, weights=weights(args), grid=None).eval().to(device)
+        x = torch.randn(args.extract_batch, 3, size, size, device=device)
+        for amp in amps:
+            with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                for i in range(2 + args.steps):
+                    if i == 2:
+                        if device.type == "cuda": torch.cuda.synchronize(device)
+                        t0 = time.perf_counter()
+                    cnn(x)
+                if device.type == "cuda": torch.cuda.synchronize(device)
+            secs = time.perf_counter() - t0
+            rows.append({"inputs": f"CNN forward alone ({args.encoder}, {size} px, batch {args.extract_batch} on the device)",
+                         "amp": "bf16" if amp else "off", "steps": args.steps, "samples": args.steps * args.extract_batch,
+                         "seconds": round(secs, 3), "samples_per_s": round(args.steps * args.extract_batch / secs, 2),
+                         "nll_first_last": "", "peak_gpu_mib": None})
+            print(rows[-1])
+        del cnn, x
+    enc = build_encoder(args.encoder, weights=weights(args), grid=None)
+    size = args.image_size or encoder_image_size(args.encoder)
+    some = (recs["train"] + recs["val"] + recs["test"])[:args.extract_images]
+    if device.type == "cuda": torch.cuda.reset_peak_memory_stats(device)
+    import cProfile, pstats
+    prof = cProfile.Profile() if args.profile_extraction else None
+    with tempfile.TemporaryDirectory(dir=OUT) as d:                    # on the disk the features are written to, not /tmp
         t0 = time.perf_counter()
+        if prof: prof.enable()
         extract_features(enc, some, Path(d) / "x.h5", {"backbone": args.encoder}, image_transform(size), batch_size=args.extract_batch,
                          num_workers=args.workers, device=device, chunk_size=256, progress=False).close()
+        if prof: prof.disable()
         secs = time.perf_counter() - t0
-    rows.append({"inputs": f"feature extraction ({args.encoder}, {args.workers} workers)", "amp": "off", "steps": "",
-                 "samples": len(some), "seconds": round(secs, 3), "samples_per_s": round(len(some) / secs, 2)})
+    if prof: pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile_extraction)
+    rows.append({"inputs": f"feature extraction ({args.encoder}, {size} px, batch {args.extract_batch}, {args.workers} workers)",
+                 "amp": "off", "steps": "", "samples": len(some), "seconds": round(secs, 3), "samples_per_s": round(len(some) / secs, 2),
+                 "nll_first_last": "", "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None})
     print()
-    cols = ["inputs", "amp", "steps", "samples", "seconds", "samples_per_s"]
+    cols = ["inputs", "amp", "steps", "samples", "seconds", "samples_per_s", "nll_first_last"] + (["peak_gpu_mib"] if device.type == "cuda" else [])
     w = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
     print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
     for r in rows: print("  ".join(str(r[c]).ljust(n) for c, n in zip(cols, w)))
-    print(f"(training: {args.model} attention, 512/512/512, batch {args.batch_size}, {grid}x{grid}x1280 annotations; "
-          f"samples = captions; extraction: images)")
+    dim = __import__("h5py").File(feats, "r")["feats"].shape[2]
+    print(f"(training: {args.model} attention, 512/512/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
+          f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} weights); samples = captions; extraction: images)")
     out = Path(args.out or OUT / "flickr8k_throughput.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"mode": "throughput", "rows": rows, "model": args.model, "encoder": args.encoder,
+                               "encoder_weights": "random, batch-norm statistics from 64 training images" if args.random_weights else weights(args), "image_size": size, "grid": grid, "feature_dim": dim,
                                "batch_size": args.batch_size, "environment": environment(device)}, indent=1))
     print(f"wrote {out}")
 
@@ -271,6 +361,8 @@ def main(argv=None):
     p.add_argument("mode", choices=["quality", "throughput"])
     p.add_argument("--model", choices=["soft", "hard"], default="soft")
     p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
+    p.add_argument("--encoder-weights", default="DEFAULT", help="the backbone's pretrained weights, or 'none' for random ones "
+                   "(throughput only: the speed is the same, and torchvision's weights cannot be downloaded offline)")
     p.add_argument("--features", help="use this feature file (default: bench/out/flickr8k_<encoder>[_<N>px].h5, extracted if missing)")
     p.add_argument("--image-size", type=int, default=None, help="feed the backbone N-pixel images (the stored images are 224 px: "
                    "448 gives EfficientNet-Lite0 a 14x14 grid, the paper's; default: the backbone's own size)")
@@ -310,8 +402,13 @@ def main(argv=None):
                    "the run uses the whole budget")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
     p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online (0: skip those rows)")
+    p.add_argument("--attribute", action="store_true", help="throughput: also time the batches alone (feature reads; image "
+                   "decoding) and the CNN's forward pass alone, to tell what bounds each rate")
+    p.add_argument("--fine-tune", type=int, default=0, help="throughput: also time the CNN online with its last N blocks trained")
     p.add_argument("--extract-images", type=int, default=128, help="throughput: images for the extraction rate")
     p.add_argument("--extract-batch", type=int, default=32)
+    p.add_argument("--profile-extraction", type=int, default=0, help="throughput: print the N functions of the extraction that "
+                   "take the most time (cProfile; on a GPU the forward pass is waited for where its output is copied back)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="quality: continue an interrupted training run")
@@ -319,6 +416,8 @@ def main(argv=None):
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
     if args.scst_from and not args.scst_minutes: p.error("--scst-from needs --scst-minutes")
+    args.random_weights = args.encoder_weights.lower() == "none"
+    if args.mode == "quality" and args.random_weights: p.error("--encoder-weights none is for throughput: random features caption nothing")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     (quality if args.mode == "quality" else throughput)(args)
 

@@ -55,16 +55,25 @@ def flops(variant, **dims):
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+DEVICE = torch.device("cpu")     # --device
+
+
+def sync():
+    "Wait for the GPU's queued work (a no-op on a CPU), so that wall-clock timings cover it."
+    if DEVICE.type == "cuda": torch.cuda.synchronize(DEVICE)
+
+
 def measure_mm(sizes, reps=5, min_s=0.25):
     "torch.mm GFLOP/s for each (M, K, N): best of `reps` timings of a loop lasting >= min_s."
     out = []
     for M, K, N in sizes:
-        a, b = torch.randn(M, K), torch.randn(K, N)
-        torch.mm(a, b)
+        a, b = torch.randn(M, K, device=DEVICE), torch.randn(K, N, device=DEVICE)
+        torch.mm(a, b); sync()
         n = 1; t = 0.0
         while True:
             t0 = time.perf_counter()
             for _ in range(n): torch.mm(a, b)
+            sync()
             t = time.perf_counter() - t0
             if t >= min_s / reps or n >= 1 << 16: break
             n *= 2
@@ -72,6 +81,7 @@ def measure_mm(sizes, reps=5, min_s=0.25):
         for _ in range(reps - 1):
             t0 = time.perf_counter()
             for _ in range(n): torch.mm(a, b)
+            sync()
             best = min(best, (time.perf_counter() - t0) / n)
         out.append({"M": M, "K": K, "N": N, "gflop/s": sig(2 * M * K * N / best / 1e9)})
     return out
@@ -96,7 +106,7 @@ def make_batch(B, T, L, D, V, seed):
     caps = torch.randint(3, V, (B, T + 1), generator=g)
     caps[:, 0] = 1; caps[:, -1] = 2                                        # <start> ... <end>
     lengths = torch.full((B,), T + 1)
-    return feats, caps, lengths
+    return feats.to(DEVICE), caps.to(DEVICE), lengths.to(DEVICE)
 
 
 def check_same(model, ref, batch):
@@ -119,11 +129,13 @@ def check_same(model, ref, batch):
 
 def train_steps(m, batch, n):
     "Wall and process-CPU seconds per training step (forward + backward of the loss)."
+    sync()
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         loss, _ = m.loss(*batch)
         loss.backward()
         m.zero_grad(set_to_none=True)
+    sync()
     return (time.perf_counter() - t0) / n, (time.process_time() - c0) / n
 
 
@@ -158,7 +170,8 @@ def run(args):
         dims = dict(B=B, T=T, L=L, D=D, E=E, H=H, A=A, V=V)
         torch.manual_seed(0)
         model = SoftAttentionCaptioner(V, D, E, H, A, dropout=0.5)
-        ref = ReferenceSoftAttentionDecoder.from_captioner(model)
+        ref = ReferenceSoftAttentionDecoder.from_captioner(model).to(DEVICE)
+        model.to(DEVICE)
         batch = make_batch(B, T, L, D, V, seed=D)
         same = check_same(model, ref, batch)
         print(f"\nD={D}: same loss {same['loss_package']:.6f} vs {same['loss_reference']:.6f} "
@@ -169,7 +182,7 @@ def run(args):
             models["what-if: grads per step"] = SoftAttentionCaptioner(V, D, E, H, A, dropout=0.5)
             models["what-if: grads per step"].step_grads_once = False      # autograd's per-step ∂/∂W_z, ∂/∂U (StepOperand off)
             for k in WHAT_IFS:
-                models[k].load_state_dict(model.state_dict())
+                models[k].to(DEVICE).load_state_dict(model.state_dict())
                 same[k] = check_same(models[k], ref, batch)
         models["reference"] = ref
         for m in models.values(): train_steps(m, batch, args.warmup)                  # warm-up (train mode, dropout on)
@@ -217,7 +230,9 @@ def run(args):
                          "speed-up": f"{med['reference'] / med[k]:.2f}x", "speed-up (cpu-s)": f"{medc['reference'] / medc[k]:.2f}x"})
     result["mm_gflops"] = mm; result["mm_gflops_after"] = mm_after; result["mm_peak_gflops"] = peak; result["rows"] = rows
     result["machine"] = {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                         "torch": torch.__version__, "cpus": os.cpu_count()}
+                         "torch": torch.__version__, "cpus": os.cpu_count(), "device": str(DEVICE),
+                         "gpu": torch.cuda.get_device_name(DEVICE) if DEVICE.type == "cuda" else None,
+                         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32}
     print(f"\nteacher-forced forward+backward, batch {B}, T={T} predicted tokens, L={L}, E=H=A={E}, V={V}, "
           f"threads={torch.get_num_threads()}, median of {args.reps} alternating reps x {args.steps} step(s); "
           f"mm peak {peak} GFLOP/s; GFLOP/s from the exact count")
@@ -246,8 +261,12 @@ def main(argv=None):
     p.add_argument("--profile", type=int, default=12, help="show the top N ops of each version (0: no profile)")
     p.add_argument("--no-what-if", dest="what_if", action="store_false",
                    help="skip the bench-only variants (torch.tanh in place of fast_tanh_; gradients of W_z, U formed per step)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (on a GPU: timings synchronise; the profile stays CPU-side, "
+                   "so pass --profile 0 there)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
+    global DEVICE
+    DEVICE = torch.device(args.device)
     if args.threads: torch.set_num_threads(args.threads)
     run(args)
     return 0

@@ -246,14 +246,15 @@ def extract_features(encoder: nn.Module, records: Sequence[ImageRecord], path, m
                for k in todo for s in range(k * chunk_size, min((k + 1) * chunk_size, len(keys)), batch_size)]
     encoder.eval().to(device)
     transform = transform or image_transform(getattr(encoder, "image_size", 224))
-    dl = torch.utils.data.DataLoader(_Images(records, transform), batch_sampler=batches, num_workers=num_workers, collate_fn=_collate)
+    dl = torch.utils.data.DataLoader(_Images(records, transform), batch_sampler=batches, num_workers=num_workers, collate_fn=_collate,
+                                     pin_memory=torch.device(device).type == "cuda")   # page-locked batches: faster copies to a GPU
     acc, n_failed = {}, 0
     with tqdm(total=sum(map(len, batches)), unit="img", disable=not progress, desc=f"features -> {path.name}") as bar:
         for rows, x, bad in dl:
             k = (rows or bad)[0] // chunk_size
             a = acc.setdefault(k, {"rows": [], "feats": [], "bad": []})
             if x is not None:
-                a["rows"] += rows; a["feats"].append(encoder(x.to(device)).float().cpu().numpy().astype(np.float16))   # (b, L, D)
+                a["rows"] += rows; a["feats"].append(encoder(x.to(device, non_blocking=True)).half().cpu().numpy())   # (b, L, D), float16 made on the device
             a["bad"] += bad; n_failed += len(bad)
             bar.update(len(rows) + len(bad))
             n_rows = min((k + 1) * chunk_size, len(keys)) - k * chunk_size
