@@ -154,7 +154,7 @@ class PrecomputedFeatures(nn.Module):
     def __init__(self, feature_dim: int, grid: int | None = None):
         super().__init__()
         self.feature_dim, self.grid = feature_dim, grid
-    def forward(self, x): return x
+    def forward(self, x): return x.float()   # stores hand over float16 (half the bytes to copy); the captioners compute in float32
 
 def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
     "An encoder by name: `'scene_cnn'` (grid 8 or 16), `'scene_regions'` (notebook 11), a torchvision backbone, or an EfficientNet-Lite."

@@ -184,3 +184,13 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     with pytest.raises(ValueError, match="trained with grid=8, but this run has grid=16"):
         fit(dataclasses.replace(cfg, grid=16, steps=2), tmp_path, resume=True, progress=False, log=lambda *a: None)
     fit(dataclasses.replace(cfg, steps=2, init_from=str(tmp_path / "old.pt")), tmp_path / "cont", progress=False, log=lambda *a: None)
+
+
+def test_precomputed_features_turn_stored_float16_into_float32():
+    "The store's loader hands over float16 (half the bytes to a GPU); the identity encoder gives the captioner float32, same values."
+    from sat_tutorial.encoders import PrecomputedFeatures
+    x = torch.rand(2, 49, 16).half()
+    y = PrecomputedFeatures(16, 7)(x)
+    assert y.dtype == torch.float32 and torch.equal(y, x.float())
+    z = torch.rand(2, 49, 16)
+    assert PrecomputedFeatures(16, 7)(z) is z            # float32 passes through untouched
