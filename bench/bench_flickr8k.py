@@ -29,7 +29,9 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 
+from benchutil import peak_gpu_mib, sync, table  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
+from sat_tutorial.core import get_device  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
@@ -55,11 +57,6 @@ def records(limit: int) -> dict:
         k = max(8, limit // 8)
         recs = {"train": recs["train"][:limit], "val": recs["val"][:k], "test": recs["test"][:k]}
     return recs
-
-
-def weights(args):
-    "The backbone's weights: 'DEFAULT' (pretrained), or a state-dict file (`random_backbone` makes one for --encoder-weights none)."
-    return args.encoder_weights
 
 
 def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> str:
@@ -94,10 +91,10 @@ def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
     "The feature file of all three splits (extracted now if missing, resumed if interrupted)."
     rand = "_random" if args.random_weights else ""
     path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{rand}{px(args)}{f'_limit{limit}' if limit else ''}.h5"
-    enc = build_encoder(encoder, weights=weights(args), grid=None).eval()
+    enc = build_encoder(encoder, weights=args.encoder_weights, grid=None).eval()
     size = args.image_size or encoder_image_size(encoder)
     with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
-    meta = {"backbone": encoder, "weights": weights(args), "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
+    meta = {"backbone": encoder, "weights": args.encoder_weights, "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
     allrecs = recs["train"] + recs["val"] + recs["test"]
     t0 = time.perf_counter()
     st = extract_features(enc, allrecs, path, meta, image_transform(size), batch_size=args.extract_batch, num_workers=args.workers,
@@ -108,7 +105,7 @@ def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
 
 
 def quality(args):
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = get_device(args.device)
     recs = records(args.limit_images)
     print(f"flickr8k: {len(recs['train'])} train, {len(recs['val'])} val, {len(recs['test'])} test images")
     feats = features(recs, args.encoder, args.limit_images, args, device)
@@ -228,7 +225,8 @@ def steps_per_second(cfg, recs, device, n=10) -> float:
 
 def time_training(cfg, recs, device, n=10, train=True) -> dict:
     """Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features or the CNN online. `train=False`
-    times the batches alone (the DataLoader's reads and transforms), to tell what bounds the training rate."""
+    times the batches alone (the DataLoader's reads and transforms, and the copy to the device), after the batches the
+    workers prefetched, to tell what bounds the training rate."""
     torch.manual_seed(0)
     recs = dict(recs)
     loader = {}
@@ -245,28 +243,25 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
                            pool=cfg.length_pool)                        # the batches `fit` would draw, with or without length pools
     dl = torch.utils.data.DataLoader(ds, batch_sampler=batches, collate_fn=collate_captions, num_workers=cfg.num_workers)
     amp_dtype, scaler = _amp(cfg, device)
-    cuda = device.type == "cuda"
-    if cuda: torch.cuda.reset_peak_memory_stats(device)
+    if device.type == "cuda": torch.cuda.reset_peak_memory_stats(device)
     warm = 2 if train else 2 + 2 * cfg.num_workers                    # without training: past the batches the workers prefetched
     it, done, t0, samples, losses = iter(dl), 0, None, 0, []
     while done < n + warm:
         try: batch = next(it)
         except StopIteration: it = iter(dl); batch = next(it)
         if batch is None: continue
-        if done == warm:
-            if cuda: torch.cuda.synchronize(device)
-            t0 = time.perf_counter(); samples = 0
+        if done == warm: sync(device); t0 = time.perf_counter(); samples = 0
         if train:
             st = train_step(enc, model, batch, opt, cfg.clip, device, amp_dtype, scaler)
             losses.append(st.get("nll", st["loss"]))                 # per-word NLL (hard attention's loss is a surrogate)
         else: batch["images"].to(device)                             # the copy to the device, as train_step makes it
         done += 1; samples += len(batch["lengths"])
-    if cuda: torch.cuda.synchronize(device)
+    sync(device)
     secs = time.perf_counter() - t0
     if not all(math.isfinite(x) for x in losses): raise FloatingPointError(f"non-finite training NLL in {losses}")
     return {"steps": n, "samples": samples, "seconds": round(secs, 3), "samples_per_s": round(samples / secs, 2),
             "steps_per_s": n / secs, "nll_first_last": [round(losses[0], 3), round(losses[-1], 3)] if losses else "",
-            "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if cuda else None}
+            "peak_gpu_mib": peak_gpu_mib(device)}
 
 
 def amp_name(cfg, device) -> str:
@@ -276,12 +271,12 @@ def amp_name(cfg, device) -> str:
 
 
 def throughput(args):
-    device = torch.device(args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+    device = get_device(args.device)
     recs = records(args.limit_images or 256)
     if args.random_weights: args.encoder_weights = random_backbone(args, recs, device)
     feats = features(recs, args.encoder, args.limit_images or 256, args, device)
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
-    base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights=weights(args), grid=grid,
+    base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights=args.encoder_weights, grid=grid,
                 image_size=args.image_size, embed_dim=512,
                 hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
@@ -306,16 +301,14 @@ def throughput(args):
                          **{k: r[k] for k in ("steps", "samples", "seconds", "samples_per_s", "nll_first_last")}, "peak_gpu_mib": None})
             print(rows[-1])
         size = args.image_size or encoder_image_size(args.encoder)
-        cnn = build_encoder(args.encoder, weights=weights(args), grid=None).eval().to(device)
+        cnn = build_encoder(args.encoder, weights=args.encoder_weights, grid=None).eval().to(device)
         x = torch.randn(args.extract_batch, 3, size, size, device=device)
         for amp in amps:
             with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
                 for i in range(2 + args.steps):
-                    if i == 2:
-                        if device.type == "cuda": torch.cuda.synchronize(device)
-                        t0 = time.perf_counter()
+                    if i == 2: sync(device); t0 = time.perf_counter()
                     cnn(x)
-                if device.type == "cuda": torch.cuda.synchronize(device)
+                sync(device)
             secs = time.perf_counter() - t0
             rows.append({"inputs": f"CNN forward alone ({args.encoder}, {size} px, batch {args.extract_batch} on the device)",
                          "amp": "bf16" if amp else "off", "steps": args.steps, "samples": args.steps * args.extract_batch,
@@ -323,7 +316,7 @@ def throughput(args):
                          "nll_first_last": "", "peak_gpu_mib": None})
             print(rows[-1])
         del cnn, x
-    enc = build_encoder(args.encoder, weights=weights(args), grid=None)
+    enc = build_encoder(args.encoder, weights=args.encoder_weights, grid=None)
     size = args.image_size or encoder_image_size(args.encoder)
     some = (recs["train"] + recs["val"] + recs["test"])[:args.extract_images]
     if device.type == "cuda": torch.cuda.reset_peak_memory_stats(device)
@@ -339,19 +332,17 @@ def throughput(args):
     if prof: pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile_extraction)
     rows.append({"inputs": f"feature extraction ({args.encoder}, {size} px, batch {args.extract_batch}, {args.workers} workers)",
                  "amp": "off", "steps": "", "samples": len(some), "seconds": round(secs, 3), "samples_per_s": round(len(some) / secs, 2),
-                 "nll_first_last": "", "peak_gpu_mib": round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None})
+                 "nll_first_last": "", "peak_gpu_mib": peak_gpu_mib(device)})
     print()
     cols = ["inputs", "amp", "steps", "samples", "seconds", "samples_per_s", "nll_first_last"] + (["peak_gpu_mib"] if device.type == "cuda" else [])
-    w = [max(len(c), *(len(str(r[c])) for r in rows)) for c in cols]
-    print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
-    for r in rows: print("  ".join(str(r[c]).ljust(n) for c, n in zip(cols, w)))
+    table(rows, cols)
     dim = __import__("h5py").File(feats, "r")["feats"].shape[2]
     print(f"(training: {args.model} attention, 512/512/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
           f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} weights); samples = captions; extraction: images)")
     out = Path(args.out or OUT / "flickr8k_throughput.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"mode": "throughput", "rows": rows, "model": args.model, "encoder": args.encoder,
-                               "encoder_weights": "random, batch-norm statistics from 64 training images" if args.random_weights else weights(args), "image_size": size, "grid": grid, "feature_dim": dim,
+                               "encoder_weights": "random, batch-norm statistics from 64 training images" if args.random_weights else args.encoder_weights, "image_size": size, "grid": grid, "feature_dim": dim,
                                "batch_size": args.batch_size, "environment": environment(device)}, indent=1))
     print(f"wrote {out}")
 

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import torch
 
-from benchutil import loadavg, sig, table  # noqa: E402
+from benchutil import loadavg, sig, sync as sync_device, table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_decoder import ReferenceSoftAttentionDecoder  # noqa: E402
+from sat_tutorial.core import get_device  # noqa: E402
 from sat_tutorial.soft_attention import SoftAttentionCaptioner  # noqa: E402
 
 OUT = ROOT / "bench" / "out" / "soft_attention.json"
@@ -58,9 +59,7 @@ def flops(variant, **dims):
 DEVICE = torch.device("cpu")     # --device
 
 
-def sync():
-    "Wait for the GPU's queued work (a no-op on a CPU), so that wall-clock timings cover it."
-    if DEVICE.type == "cuda": torch.cuda.synchronize(DEVICE)
+def sync(): sync_device(DEVICE)
 
 
 def measure_mm(sizes, reps=5, min_s=0.25):
@@ -266,7 +265,7 @@ def main(argv=None):
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     global DEVICE
-    DEVICE = torch.device(args.device)
+    DEVICE = get_device(args.device)
     if args.threads: torch.set_num_threads(args.threads)
     run(args)
     return 0

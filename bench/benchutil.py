@@ -1,5 +1,8 @@
-"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures."""
+"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures, and
+the GPU's clock and memory."""
 import os
+
+import torch
 
 
 def table(rows, cols=None):
@@ -19,3 +22,15 @@ def loadavg():
 def sig(x, n=3):
     "x rounded to n significant figures."
     return float(f"{x:.{n}g}")
+
+
+def sync(device):
+    "Wait for the GPU's queued work (a no-op on a CPU), so that a wall-clock timing covers it."
+    device = torch.device(device)
+    if device.type == "cuda": torch.cuda.synchronize(device)
+
+
+def peak_gpu_mib(device):
+    "The most GPU memory PyTorch held since the last `torch.cuda.reset_peak_memory_stats`, in MiB (None on a CPU)."
+    device = torch.device(device)
+    return round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU measurements of bench/RESULTS.md ("On a GPU"), in one command for a short lease of a GPU machine:
+# The GPU measurements of bench/RESULTS.md ("Throughput on a GPU"), in one command for a short lease of a GPU machine:
 #   SAT_TUTORIAL_DATA=<folder with flickr8k/> OUT=<folder for logs and JSON> bash bench/gpu_run.sh
 # Each step has its own time limit, so one failure leaves the others' numbers. ResNet-101 runs with random weights
 # and batch-norm statistics measured on 64 images (torchvision's weights cannot be downloaded offline; the speed is the
