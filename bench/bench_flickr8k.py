@@ -7,12 +7,18 @@ Two modes:
                 with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the paper's Flickr8k row.
     throughput  training samples/s from stored features and with the CNN run online (each with and without --amp:
                 bf16 autocast on a CPU), and feature-extraction images/s.
+    select      selection on validation only, as the paper's early stopping on BLEU: of a finished quality run's
+                validated checkpoints (val_step<N>.pt), the --candidates with the highest greedy val BLEU-4 are decoded
+                on val with beam 3 under every test-time reading (hard attention: argmax, marginal, expected); the pair
+                with the highest --criterion is the one tested. The run's best.pt (greedy val CIDEr) is tested beside it
+                under each reading, for comparison with earlier runs; that row is not a selection.
 
     .venv/bin/python bench/bench_flickr8k.py quality --model soft                 # 60 min of training + extraction + test
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 120
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 43 --scst-minutes 17   # then self-critical training
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --scst-from RUN/best.pt --scst-minutes 17
     .venv/bin/python bench/bench_flickr8k.py throughput
+    .venv/bin/python bench/bench_flickr8k.py select --run bench/out/flickr8k_hard_..._run
     .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
 
 Data: $SAT_TUTORIAL_DATA/flickr8k (dataset_flickr8k.json + images/). Needs the optional backbone:
@@ -113,7 +119,7 @@ def quality(args):
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
-                      val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, val_beam=1, max_len=20,
+                      val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
                       model_kwargs={"alpha_c": args.alpha_c, **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit} if args.model == "hard" else {})})
@@ -163,6 +169,66 @@ def quality(args):
                             if args.scst_minutes else OUT / f"flickr8k_{name(args)}.json"))
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
     print(f"wrote {out}")
+
+
+READS = {"hard": ["argmax", "marginal", "expected"], "soft": [None]}
+
+
+def select(args):
+    """Pick a checkpoint and a test-time reading on validation (beam 3, with METEOR), then test that pair alone."""
+    from sat_tutorial.cli import set_reads
+    from sat_tutorial.training import load_checkpoint
+    device = get_device(args.device)
+    recs = records(args.limit_images)
+    run = Path(args.run)
+    kept = {int(f.stem.removeprefix("val_step")): f for f in run.glob("val_step*.pt")}
+    if not kept: raise SystemExit(f"{run} holds no val_step<N>.pt: train it with bench_flickr8k.py quality (it keeps them)")
+    history = load_checkpoint(run / "last.pt", map_location="cpu")["history"]
+    cfg = TrainConfig.from_dict(load_checkpoint(run / "last.pt", map_location="cpu")["config"])
+    warm = int(cfg.model_kwargs.get("expected_warmup", 0)) if cfg.model == "hard" else 0
+    greedy = {h["step"]: h["val"] for h in history if "val" in h and h["step"] in kept and h["step"] > warm}   # hard: after the Σ α a warm-up
+    if not greedy: raise SystemExit(f"{run}: no validated checkpoint after the {warm} warm-up steps")
+    keys = args.criterion.split("+")
+    if not set(keys) <= {"bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider"}:
+        raise SystemExit(f"--criterion {args.criterion!r}: a metric or a sum of metrics (bleu1..bleu4, meteor, rouge_l, cider) joined by +")
+    cands = sorted(greedy, key=lambda k: greedy[k]["bleu4"], reverse=True)[:args.candidates]
+    print(f"{run}: {len(kept)} validated checkpoints; candidates by greedy val BLEU-4: "
+          + ", ".join(f"step {k} ({greedy[k]['bleu4']:.2f})" for k in cands))
+    def score(path, reads, split):
+        enc, model, vocab, c = load_captioner(path, device)
+        if reads: set_reads(model, reads, path)
+        store = open_features(c, {split: recs[split]})[split]       # the run's stored features (quality trains on them)
+        t0 = time.perf_counter()
+        m, caps = evaluate(enc, model, recs[split], None, vocab, 3, 20, device, progress=False, loader=store.load_record)
+        store.close()
+        m["seconds"] = round(time.perf_counter() - t0, 1)
+        return m, caps
+    def crit(m): return sum(m[k] for k in keys)
+    model_kind = cfg.model
+    rows, cols = [], ["bleu1", "bleu4", "meteor", "rouge_l", "cider", "mean_length", "seconds"]
+    for k in cands:
+        for reads in READS.get(model_kind, [None]):
+            m, _ = score(kept[k], reads, "val")
+            rows.append({"step": k, "reads": reads, "greedy_val_bleu4": greedy[k]["bleu4"], "greedy_val_cider": greedy[k]["cider"], "val_beam3": m})
+            print(f"  val, step {k}, {reads or 'soft'} reads: " + " ".join(f"{c} {m[c]:.2f}" for c in cols) + f"  -> {args.criterion} {crit(m):.2f}")
+    pick = max(rows, key=lambda r: crit(r["val_beam3"]))
+    print(f"selected on val by {args.criterion}: step {pick['step']}, {pick['reads'] or 'soft'} reads")
+    test, caps = score(kept[pick["step"]], pick["reads"], "test")
+    best_pt = load_checkpoint(run / "best.pt", map_location="cpu")["step"]
+    reference = {r or "soft": score(run / "best.pt", r, "test")[0] for r in READS.get(model_kind, [None])}
+    head = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", "mean_length"]
+    print(f"\n{'Flickr8k test (beam 3)':52}" + "".join(f"{c:>12}" for c in head))
+    label = f"selected on val: step {pick['step']}, {pick['reads'] or 'soft'} reads"
+    print(f"{label:52}" + "".join(f"{test[c]:12.2f}" for c in head))
+    for r, m in reference.items():
+        label = f"best.pt (greedy val CIDEr, step {best_pt}), {r} reads"
+        print(f"{label:52}" + "".join(f"{m[c]:12.2f}" for c in head))
+    print(f"{'paper: ' + model_kind + ', VGG-19 14x14':52}" + "".join(f"{PAPER[model_kind][c]:12.2f}" if c in PAPER[model_kind] else f"{'':>12}" for c in head))
+    res = {"mode": "select", "run": str(run), "criterion": args.criterion, "candidates": rows, "selected": pick,
+           "test_beam3_selected": test, "best_pt_step": best_pt, "test_beam3_best_pt": reference, "paper_flickr8k": PAPER[model_kind],
+           "environment": environment(device), "examples": dict(list(caps.items())[:10])}
+    out = Path(args.out or run.with_name(run.name.removesuffix("_run") + "_select.json"))
+    out.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {out}")
 
 
 def self_critical(ce_checkpoint: Path, args, recs, device, ce_run_minutes: float | None = None) -> dict:
@@ -349,7 +415,7 @@ def throughput(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    p.add_argument("mode", choices=["quality", "throughput"])
+    p.add_argument("mode", choices=["quality", "throughput", "select"])
     p.add_argument("--model", choices=["soft", "hard"], default="soft")
     p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
     p.add_argument("--encoder-weights", default="DEFAULT", help="the backbone's pretrained weights, or 'none' for random ones "
@@ -403,6 +469,9 @@ def main(argv=None):
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="quality: continue an interrupted training run")
+    p.add_argument("--run", help="select: a quality run's folder (bench/out/flickr8k_<name>_run)")
+    p.add_argument("--candidates", type=int, default=3, help="select: the validated checkpoints with the highest greedy val BLEU-4 to decode at beam 3")
+    p.add_argument("--criterion", default="bleu4+meteor", help="select: the val metric (or a sum with +) that picks the checkpoint and reading")
     p.add_argument("--device", default="auto")
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
@@ -410,7 +479,8 @@ def main(argv=None):
     args.random_weights = args.encoder_weights.lower() == "none"
     if args.mode == "quality" and args.random_weights: p.error("--encoder-weights none is for throughput: random features caption nothing")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
-    (quality if args.mode == "quality" else throughput)(args)
+    if args.mode == "select" and not args.run: p.error("select needs --run")
+    {"quality": quality, "throughput": throughput, "select": select}[args.mode](args)
 
 
 if __name__ == "__main__":

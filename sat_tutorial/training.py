@@ -71,6 +71,7 @@ class TrainConfig:
     val_every: int = 500
     ckpt_every: int = 500
     patience: int = 0                   # validations without CIDEr improvement before stopping; 0 = never
+    keep_validated: bool = False        # also keep every validated checkpoint as val_step<N>.pt, to select on other metrics later
     val_beam: int = 1
     max_len: int = 20
     time_budget: float = 0.0            # minutes; 0 = none
@@ -516,6 +517,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
                     if m["cider"] > best["cider"]:
                         best = {"cider": m["cider"], "bleu4": m["bleu4"], "step": step}; stale = 0; save("best.pt", everyone=False)
                     else: stale += 1
+                    if cfg.keep_validated: save(f"val_step{step}.pt", everyone=False)
                 if cfg.patience and stale >= cfg.patience:
                     log(f"early stop: no CIDEr improvement in {stale} validations"); stop = True
                 stop = agree(stop)                                     # process 0 decided; the others follow

@@ -63,6 +63,26 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
         load_captioner(tmp_path / "plain" / "best.pt", live=True)
 
 
+def test_keep_validated_keeps_each_validated_checkpoint(tmp_path):
+    "keep_validated: val_step<N>.pt at every validation, holding the weights validated there (the average with ema); off: none."
+    cfg = tiny(steps=6, n_val=8, val_every=2, ckpt_every=2, ema=0.9, keep_validated=True)
+    summary = fit(cfg, tmp_path / "kept", **QUIET)
+    kept = sorted(p.name for p in (tmp_path / "kept").glob("val_step*.pt"))
+    assert kept == ["val_step2.pt", "val_step4.pt", "val_step6.pt"]
+    history = load_checkpoint(tmp_path / "kept" / "last.pt")["history"]
+    assert [h["step"] for h in history if "val" in h] == [2, 4, 6]
+    for n in (2, 4, 6):
+        ck = load_checkpoint(tmp_path / "kept" / f"val_step{n}.pt")
+        assert ck["step"] == n and "train_model" in ck
+    best, end, last = (load_checkpoint(tmp_path / "kept" / f) for f in ("best.pt", f"val_step{summary['best']['step']}.pt", "last.pt"))
+    assert all(torch.equal(best["model"][k], end["model"][k]) for k in best["model"])
+    six = load_checkpoint(tmp_path / "kept" / "val_step6.pt")
+    assert all(torch.equal(six[p][k], last[p][k]) for p in ("model", "train_model") for k in last[p])
+    assert not torch.equal(six["model"]["embed.weight"], load_checkpoint(tmp_path / "kept" / "val_step2.pt")["model"]["embed.weight"])
+    fit(tiny(steps=2, n_val=8, val_every=2), tmp_path / "plain", **QUIET)
+    assert not list((tmp_path / "plain").glob("val_step*.pt"))
+
+
 def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
     from sat_tutorial import training
     seen = []
