@@ -9,8 +9,9 @@ Two modes:
                 bf16 autocast on a CPU), and feature-extraction images/s.
     select      selection on validation only, as the paper's early stopping on BLEU: of a finished quality run's
                 validated checkpoints (val_step<N>.pt), the --candidates with the highest greedy val BLEU-4 are decoded
-                on val with beam 3 under every test-time reading (hard attention: argmax, marginal, expected); the pair
-                with the highest --criterion is the one tested. The run's best.pt (greedy val CIDEr) is tested beside it
+                on val with beam 3 under each test-time reading (hard attention: argmax and marginal; expected reads
+                are shown too but never selected, as they no longer read one location per word); the pair with the
+                highest --criterion is the one tested. The run's best.pt (greedy val CIDEr) is tested beside it
                 under each reading, for comparison with earlier runs; that row is not a selection.
 
     .venv/bin/python bench/bench_flickr8k.py quality --model soft                 # 60 min of training + extraction + test
@@ -129,7 +130,10 @@ def quality(args):
     else:
         what = (f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
                 f"{cfg.batch_size}) for up to {args.minutes} min")
-        if args.probe_steps:
+        if args.plan_steps:                                                # the cosine over N steps; --minutes stays a cap
+            cfg = TrainConfig(**{**asdict(cfg), "steps": args.plan_steps, "val_every": min(args.val_every, max(args.plan_steps // 4, 1))})
+            print(f"{what}: {args.plan_steps} steps planned (--plan-steps)")
+        elif args.probe_steps:
             # plan the cosine schedule's steps from a few steps' measured speed, 85 % of the budget (the run ends early if faster)
             rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
             steps = max(10, int(rate * args.minutes * 60 * 0.85))
@@ -172,6 +176,7 @@ def quality(args):
 
 
 READS = {"hard": ["argmax", "marginal", "expected"], "soft": [None]}
+SELECTABLE = {"argmax", "marginal", None}   # expected reads (Σ α a) no longer read one location per word: shown, never hard attention's score
 
 
 def select(args):
@@ -209,9 +214,11 @@ def select(args):
     for k in cands:
         for reads in READS.get(model_kind, [None]):
             m, _ = score(kept[k], reads, "val")
-            rows.append({"step": k, "reads": reads, "greedy_val_bleu4": greedy[k]["bleu4"], "greedy_val_cider": greedy[k]["cider"], "val_beam3": m})
-            print(f"  val, step {k}, {reads or 'soft'} reads: " + " ".join(f"{c} {m[c]:.2f}" for c in cols) + f"  -> {args.criterion} {crit(m):.2f}")
-    pick = max(rows, key=lambda r: crit(r["val_beam3"]))
+            rows.append({"step": k, "reads": reads, "selectable": reads in SELECTABLE, "greedy_val_bleu4": greedy[k]["bleu4"],
+                         "greedy_val_cider": greedy[k]["cider"], "val_beam3": m})
+            print(f"  val, step {k}, {reads or 'soft'} reads: " + " ".join(f"{c} {m[c]:.2f}" for c in cols) + f"  -> {args.criterion} {crit(m):.2f}"
+                  + ("" if reads in SELECTABLE else " (for comparison, not selectable)"))
+    pick = max((r for r in rows if r["selectable"]), key=lambda r: crit(r["val_beam3"]))
     print(f"selected on val by {args.criterion}: step {pick['step']}, {pick['reads'] or 'soft'} reads")
     test, caps = score(kept[pick["step"]], pick["reads"], "test")
     best_pt = load_checkpoint(run / "best.pt", map_location="cpu")["step"]
@@ -278,6 +285,7 @@ def name(args) -> str:
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.ema: lr += f"_ema{args.ema:g}"
+    if args.plan_steps: lr += f"_steps{args.plan_steps}"                   # a run planned over other steps keeps its own checkpoints
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
     if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
@@ -457,6 +465,8 @@ def main(argv=None):
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget (85 %% of it; "
                    "the run ends early when steps run faster than the probe); 0: no plan, the learning rate decays on the clock and "
                    "the run uses the whole budget")
+    p.add_argument("--plan-steps", type=int, default=0, help="quality: the learning rate decays over N steps, the run ends at N steps "
+                   "(or at --minutes, whichever comes first); instead of --probe-steps")
     p.add_argument("--steps", type=int, default=20, help="throughput: timed steps from stored features")
     p.add_argument("--online-steps", type=int, default=5, help="throughput: timed steps with the CNN online (0: skip those rows)")
     p.add_argument("--attribute", action="store_true", help="throughput: also time the batches alone (feature reads; image "
