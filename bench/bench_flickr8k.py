@@ -146,15 +146,10 @@ def quality(args):
         if args.scst_minutes:   # the whole cross-entropy run counts against the budget, not only the minutes up to its best step
             summary = {"cross_entropy": summary, **self_critical(tested, args, recs, device, ce_run_minutes=summary["minutes"])}
             tested = Path(summary["tested"])
-    enc, model, vocab, cfg2 = load_captioner(tested, device)
-    stores = open_features(cfg2, {"test": recs["test"]})
-    t0 = time.perf_counter()
-    m, caps = evaluate(enc, model, recs["test"], None, vocab, beam_size=3, max_len=20, device=device, progress=True,
-                       loader=stores["test"].load_record)
-    stores["test"].close()
+    m, caps, test_seconds = score(tested, None, recs, "test", device, progress=True)
     res = {"mode": "quality", "model": args.model, "encoder": args.encoder, "grid": grid, "limit_images": args.limit_images,
            "train_images": len(recs["train"]), "test_images": m["n_images"], "budget_minutes": (0 if args.scst_from else args.minutes) + args.scst_minutes,
-           "train_summary": summary, "best_val": summary["best"], "test_beam3": m, "test_seconds": time.perf_counter() - t0,
+           "train_summary": summary, "best_val": summary["best"], "test_beam3": m, "test_seconds": test_seconds,
            "paper_flickr8k": PAPER[args.model], "config": asdict(cfg), "environment": environment(device),
            "examples": dict(list(caps.items())[:10])}
     print()
@@ -179,17 +174,31 @@ READS = {"hard": ["argmax", "marginal", "expected"], "soft": [None]}
 SELECTABLE = {"argmax", "marginal", None}   # expected reads (Σ α a) no longer read one location per word: shown, never hard attention's score
 
 
+def score(checkpoint, reads, recs: dict, split: str, device, progress=False) -> tuple[dict, dict, float]:
+    """Metrics and captions of `checkpoint` on `recs[split]` at beam 3 from the run's stored features (hard attention read as
+    `reads`; None: the model's own), and the seconds the decoding took."""
+    from sat_tutorial.cli import set_reads
+    enc, model, vocab, cfg = load_captioner(checkpoint, device)
+    set_reads(model, reads, checkpoint)
+    one = {split: recs[split]}
+    store = open_features(cfg, one)[split]                     # checks the file; `one` loses images without features (counted)
+    t0 = time.perf_counter()
+    m, caps = evaluate(enc, model, one[split], None, vocab, beam_size=3, max_len=20, device=device, progress=progress, loader=store.load_record)
+    store.close()
+    return m, caps, time.perf_counter() - t0
+
+
 def select(args):
     """Pick a checkpoint and a test-time reading on validation (beam 3, with METEOR), then test that pair alone."""
-    from sat_tutorial.cli import set_reads
     from sat_tutorial.training import load_checkpoint
     device = get_device(args.device)
     recs = records(args.limit_images)
     run = Path(args.run)
     kept = {int(f.stem.removeprefix("val_step")): f for f in run.glob("val_step*.pt")}
     if not kept: raise SystemExit(f"{run} holds no val_step<N>.pt: train it with bench_flickr8k.py quality (it keeps them)")
-    history = load_checkpoint(run / "last.pt", map_location="cpu")["history"]
-    cfg = TrainConfig.from_dict(load_checkpoint(run / "last.pt", map_location="cpu")["config"])
+    last = load_checkpoint(run / "last.pt", map_location="cpu")
+    history, cfg = last["history"], TrainConfig.from_dict(last["config"])
+    del last
     warm = int(cfg.model_kwargs.get("expected_warmup", 0)) if cfg.model == "hard" else 0
     greedy = {h["step"]: h["val"] for h in history if "val" in h and h["step"] in kept and h["step"] > warm}   # hard: after the Σ α a warm-up
     if not greedy: raise SystemExit(f"{run}: no validated checkpoint after the {warm} warm-up steps")
@@ -199,30 +208,21 @@ def select(args):
     cands = sorted(greedy, key=lambda k: greedy[k]["bleu4"], reverse=True)[:args.candidates]
     print(f"{run}: {len(kept)} validated checkpoints; candidates by greedy val BLEU-4: "
           + ", ".join(f"step {k} ({greedy[k]['bleu4']:.2f})" for k in cands))
-    def score(path, reads, split):
-        enc, model, vocab, c = load_captioner(path, device)
-        if reads: set_reads(model, reads, path)
-        store = open_features(c, {split: recs[split]})[split]       # the run's stored features (quality trains on them)
-        t0 = time.perf_counter()
-        m, caps = evaluate(enc, model, recs[split], None, vocab, 3, 20, device, progress=False, loader=store.load_record)
-        store.close()
-        m["seconds"] = round(time.perf_counter() - t0, 1)
-        return m, caps
     def crit(m): return sum(m[k] for k in keys)
-    model_kind = cfg.model
     rows, cols = [], ["bleu1", "bleu4", "meteor", "rouge_l", "cider", "mean_length", "seconds"]
     for k in cands:
-        for reads in READS.get(model_kind, [None]):
-            m, _ = score(kept[k], reads, "val")
+        for reads in READS[cfg.model]:
+            m, _, secs = score(kept[k], reads, recs, "val", device)
+            m["seconds"] = round(secs, 1)
             rows.append({"step": k, "reads": reads, "selectable": reads in SELECTABLE, "greedy_val_bleu4": greedy[k]["bleu4"],
                          "greedy_val_cider": greedy[k]["cider"], "val_beam3": m})
             print(f"  val, step {k}, {reads or 'soft'} reads: " + " ".join(f"{c} {m[c]:.2f}" for c in cols) + f"  -> {args.criterion} {crit(m):.2f}"
                   + ("" if reads in SELECTABLE else " (for comparison, not selectable)"))
     pick = max((r for r in rows if r["selectable"]), key=lambda r: crit(r["val_beam3"]))
     print(f"selected on val by {args.criterion}: step {pick['step']}, {pick['reads'] or 'soft'} reads")
-    test, caps = score(kept[pick["step"]], pick["reads"], "test")
+    test, caps, _ = score(kept[pick["step"]], pick["reads"], recs, "test", device)
     best_pt = load_checkpoint(run / "best.pt", map_location="cpu")["step"]
-    reference = {r or "soft": score(run / "best.pt", r, "test")[0] for r in READS.get(model_kind, [None])}
+    reference = {r or "soft": score(run / "best.pt", r, recs, "test", device)[0] for r in READS[cfg.model]}
     head = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", "mean_length"]
     print(f"\n{'Flickr8k test (beam 3)':52}" + "".join(f"{c:>12}" for c in head))
     label = f"selected on val: step {pick['step']}, {pick['reads'] or 'soft'} reads"
@@ -230,9 +230,9 @@ def select(args):
     for r, m in reference.items():
         label = f"best.pt (greedy val CIDEr, step {best_pt}), {r} reads"
         print(f"{label:52}" + "".join(f"{m[c]:12.2f}" for c in head))
-    print(f"{'paper: ' + model_kind + ', VGG-19 14x14':52}" + "".join(f"{PAPER[model_kind][c]:12.2f}" if c in PAPER[model_kind] else f"{'':>12}" for c in head))
+    print(f"{'paper: ' + cfg.model + ', VGG-19 14x14':52}" + "".join(f"{PAPER[cfg.model][c]:12.2f}" if c in PAPER[cfg.model] else f"{'':>12}" for c in head))
     res = {"mode": "select", "run": str(run), "criterion": args.criterion, "candidates": rows, "selected": pick,
-           "test_beam3_selected": test, "best_pt_step": best_pt, "test_beam3_best_pt": reference, "paper_flickr8k": PAPER[model_kind],
+           "test_beam3_selected": test, "best_pt_step": best_pt, "test_beam3_best_pt": reference, "paper_flickr8k": PAPER[cfg.model],
            "environment": environment(device), "examples": dict(list(caps.items())[:10])}
     out = Path(args.out or run.with_name(run.name.removesuffix("_run") + "_select.json"))
     out.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {out}")
