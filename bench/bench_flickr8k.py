@@ -18,6 +18,7 @@ Two modes:
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 120
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 43 --scst-minutes 17   # then self-critical training
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --scst-from RUN/best.pt --scst-minutes 17
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --mirror        # also the training images flipped left to right
     .venv/bin/python bench/bench_flickr8k.py throughput
     .venv/bin/python bench/bench_flickr8k.py select --run bench/out/flickr8k_hard_..._run
     .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
@@ -39,11 +40,11 @@ OUT = ROOT / "bench" / "out"
 from benchutil import peak_gpu_mib, sync, table  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.core import get_device  # noqa: E402
-from sat_tutorial.data import CaptionDataset, Vocab, collate_captions, image_transform, load_dataset  # noqa: E402
+from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
-from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, evaluate, fit, load_captioner,  # noqa: E402
-                                   open_features, transform_for)
+from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
+                                   load_captioner, open_features, training_set)
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
@@ -94,17 +95,20 @@ def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> s
     return str(path)
 
 
-def features(recs: dict, encoder: str, limit: int, args, device) -> Path:
-    "The feature file of all three splits (extracted now if missing, resumed if interrupted)."
+def features(recs: dict, encoder: str, limit: int, args, device, mirror: bool = False) -> Path:
+    """The feature file of all three splits (extracted now if missing, resumed if interrupted); with `mirror`, the file of
+    the training images flipped left to right."""
     rand = "_random" if args.random_weights else ""
-    path = Path(args.features) if args.features else OUT / f"flickr8k_{encoder}{rand}{px(args)}{f'_limit{limit}' if limit else ''}.h5"
+    path = OUT / f"flickr8k_{encoder}{rand}{px(args)}{'_mirrored' if mirror else ''}{f'_limit{limit}' if limit else ''}.h5"
+    if args.features: path = Path(args.features) if not mirror else Path(args.features).with_suffix(".mirrored.h5")
     enc = build_encoder(encoder, weights=args.encoder_weights, grid=None).eval()
     size = args.image_size or encoder_image_size(encoder)
     with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
-    meta = {"backbone": encoder, "weights": args.encoder_weights, "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k"}
-    allrecs = recs["train"] + recs["val"] + recs["test"]
+    meta = {"backbone": encoder, "weights": args.encoder_weights, "grid": int(round(L ** 0.5)), "image_size": size, "dataset": "flickr8k",
+            **({"mirrored": True} if mirror else {})}
+    allrecs = recs["train"] if mirror else recs["train"] + recs["val"] + recs["test"]
     t0 = time.perf_counter()
-    st = extract_features(enc, allrecs, path, meta, image_transform(size), batch_size=args.extract_batch, num_workers=args.workers,
+    st = extract_features(enc, allrecs, path, meta, image_transform(size, mirror), batch_size=args.extract_batch, num_workers=args.workers,
                           device=device, chunk_size=256)
     print(f"features: {path} {tuple(st.shape)} ({time.perf_counter() - t0:.0f} s)")
     st.close()
@@ -116,8 +120,9 @@ def quality(args):
     recs = records(args.limit_images)
     print(f"flickr8k: {len(recs['train'])} train, {len(recs['val'])} val, {len(recs['test'])} test images")
     feats = features(recs, args.encoder, args.limit_images, args, device)
+    mirror = features(recs, args.encoder, args.limit_images, args, device, mirror=True) if args.mirror else None
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
-    cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), encoder=args.encoder, encoder_weights="DEFAULT",
+    cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=mirror and str(mirror), encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
@@ -284,6 +289,7 @@ def name(args) -> str:
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
+    if args.mirror: lr += "_mirror"
     if args.ema: lr += f"_ema{args.ema:g}"
     if args.plan_steps: lr += f"_steps{args.plan_steps}"                   # a run planned over other steps keeps its own checkpoints
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
@@ -303,16 +309,15 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
     workers prefetched, to tell what bounds the training rate."""
     torch.manual_seed(0)
     recs = dict(recs)
-    loader = {}
-    if cfg.features: loader = {"loader": open_features(cfg, recs)["train"].load_record}
-    vocab = Vocab.build((c for r in recs["train"] for c in r.captions), min_count=cfg.min_count)
+    stores = open_features(cfg, recs) if cfg.features else {}
+    vocab = build_vocab(cfg, recs)
     if cfg.features:
         import h5py
         with h5py.File(cfg.features, "r") as f: cfg = TrainConfig(**{**asdict(cfg), "feature_dim": f["feats"].shape[2]})
     enc, model = build_models(cfg, len(vocab))
     enc.to(device); model.to(device)
     opt = torch.optim.Adam([p for p in list(enc.parameters()) + list(model.parameters()) if p.requires_grad], lr=cfg.lr)
-    ds = CaptionDataset(recs["train"], vocab, transform_for(cfg), max_len=cfg.max_len, **loader)
+    ds = training_set(cfg, recs, stores, vocab)                     # what `fit` trains on (with the mirror images if configured)
     batches = EpochBatches(len(ds), cfg.batch_size, 0, 0, lengths=ds.caption_lengths() if cfg.length_pool > 1 else None,
                            pool=cfg.length_pool)                        # the batches `fit` would draw, with or without length pools
     dl = torch.utils.data.DataLoader(ds, batch_sampler=batches, collate_fn=collate_captions, num_workers=cfg.num_workers)
@@ -435,6 +440,8 @@ def main(argv=None):
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=LR, help="Adam's peak rate (200 warm-up steps, then cosine decay to a tenth)")
     p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
+    p.add_argument("--mirror", action="store_true", help="quality: also train on the training images flipped left to right, 'left' and "
+                   "'right' swapped in their captions (their features extracted once into bench/out/flickr8k_<encoder>_mirrored.h5)")
     p.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights)")
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")

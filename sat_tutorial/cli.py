@@ -34,6 +34,8 @@ _FLAG_HELP = {
     "restval": "train on COCO's restval images too (default: on for coco)",
     "max_missing": "refuse a dataset or feature file missing more than this share of its images (fewer: skipped, counted)",
     "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
+    "mirror_features": "also train on the training images flipped left to right, 'left' and 'right' swapped in their captions: "
+                       "their stored features (extract-features --mirror --splits train); needs --features",
     "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init; for scene_cnn a checkpoint of `train` (its encoder, frozen unless --fine-tune)",
     "fine_tune": "train the last N blocks of the backbone", "grid": "annotation grid size (grid x grid)",
     "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an EfficientNet-Lite's native size; "
@@ -272,6 +274,8 @@ def add_extract(sub) -> None:
     p.add_argument("--batch-size", type=int, default=64, help="images per forward pass of the backbone")
     p.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images")
     p.add_argument("--chunk-size", type=int, default=512, help="images per resumable chunk")
+    p.add_argument("--mirror", action="store_true", help="features of the images flipped left to right, for train --mirror-features "
+                   "(usually with --splits train)")
     p.add_argument("--limit", type=int, default=0, help="only the first N images (quick tests; 0: all)")
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_extract)
@@ -291,11 +295,11 @@ def cmd_extract(args) -> int:
     size = args.image_size or encoder_image_size(args.encoder)
     with torch.no_grad(): L = enc(torch.zeros(1, 3, size, size)).shape[1]
     meta = {"backbone": args.encoder, "weights": None if weights is None else str(weights), "grid": int(round(L ** 0.5)),
-            "image_size": size, "dataset": args.data}
-    print(f"extracting {args.encoder} features ({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of {len(recs)} "
+            "image_size": size, "dataset": args.data, **({"mirrored": True} if args.mirror else {})}
+    print(f"extracting {args.encoder} features{' of mirrored images' if args.mirror else ''} ({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of {len(recs)} "
           f"{args.data} images -> {args.out} on {dev}")
     t0 = time.perf_counter()
-    st = extract_features(enc, recs, args.out, meta, image_transform(size), batch_size=args.batch_size, num_workers=args.workers,
+    st = extract_features(enc, recs, args.out, meta, image_transform(size, args.mirror), batch_size=args.batch_size, num_workers=args.workers,
                           device=dev, chunk_size=args.chunk_size)
     secs = time.perf_counter() - t0
     res = {"out": str(args.out), "images": len(st.keys), "failed": int(st.failed.sum()), "shape": list(st.shape), "meta": st.meta,

@@ -5,9 +5,9 @@
 # %% ../nbs/01_data.ipynb #3213f455
 from __future__ import annotations
 
-import json, os, string, warnings
+import json, os, re, string, warnings
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -17,9 +17,10 @@ from PIL import Image, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 # %% auto #0
-__all__ = ['SPLITS', 'DATASETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'tokenize', 'Vocab', 'ImageRecord', 'load_karpathy',
-           'dataset_files', 'load_dataset', 'ImageError', 'to_rgb', 'load_image', 'image_transform', 'default_loader',
-           'CaptionDataset', 'pad_captions', 'collate_captions', 'FeatureStore']
+__all__ = ['SPLITS', 'DATASETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'MIRROR_WORDS', 'tokenize', 'Vocab', 'ImageRecord',
+           'load_karpathy', 'dataset_files', 'load_dataset', 'ImageError', 'to_rgb', 'load_image', 'image_transform',
+           'mirror_caption', 'mirror_record', 'default_loader', 'CaptionDataset', 'pad_captions', 'collate_captions',
+           'FeatureStore']
 
 # %% ../nbs/01_data.ipynb #d8ba1735
 _BREAKS = string.punctuation.replace("'", "")
@@ -224,10 +225,28 @@ def load_image(path) -> Image.Image:
 # %% ../nbs/01_data.ipynb #d276e202
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
-def image_transform(size: int = 224):
-    "PIL image → normalised (3, size, size) tensor."
+def image_transform(size: int = 224, mirror: bool = False):
+    "PIL image → normalised (3, size, size) tensor; with `mirror`, of the image flipped left to right."
     from torchvision import transforms as T
-    return T.Compose([T.Resize(size), T.CenterCrop(size), T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+    flip = [T.RandomHorizontalFlip(p=1.0)] if mirror else []      # p=1: every image, so the stored features are of the mirror image
+    return T.Compose([T.Resize(size), T.CenterCrop(size), *flip, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+# %% ../nbs/01_data.ipynb #a94289e6
+MIRROR_WORDS = {"left": "right", "right": "left"}
+
+def mirror_caption(s: str) -> str:
+    "The caption of the image flipped left to right: whole words 'left' and 'right' swapped, their capitals kept."
+    def swap(m):
+        w = MIRROR_WORDS[m.group(0).lower()]
+        return w.upper() if m.group(0).isupper() else w.capitalize() if m.group(0)[0].isupper() else w
+    return re.sub(r"\b(left|right)\b", swap, s, flags=re.IGNORECASE)
+
+def mirror_record(r: ImageRecord) -> ImageRecord:
+    "The record of `r`'s image flipped left to right: its captions mirrored, `extra['mirrored']` set (which features to load)."
+    if "regions" in r.extra or "boxes" in r.extra:
+        raise ValueError(f"{r.filename}: mirror_record swaps caption words only; its boxes would need flipping too")
+    return replace(r, captions=[[MIRROR_WORDS.get(w, w) for w in c] for c in r.captions], raw=[mirror_caption(s) for s in r.raw],
+                   extra={**r.extra, "mirrored": True})
 
 # %% ../nbs/01_data.ipynb #81435a18
 def default_loader(r: ImageRecord):

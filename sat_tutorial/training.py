@@ -5,7 +5,7 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import contextlib, importlib, json, math, os, time, warnings
+import contextlib, functools, importlib, json, math, os, time, warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Sampler
 
 from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
 from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
-                               load_dataset, tokenize)
+                               load_dataset, MIRROR_WORDS, mirror_record, tokenize)
 from .decoding import decode, greedy, sample
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform
 from .metrics import CiderD, attention_correctness, grid_boxes, score
@@ -26,10 +26,10 @@ from .soft_attention import encode, train_step
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'input_size', 'transform_for',
-           'load_records', 'feature_file', 'open_features', 'EpochSampler', 'EpochBatches', 'FixedWordWeight',
-           'generate', 'evaluate', 'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay',
-           'weight_average', 'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit',
-           'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
+           'load_records', 'feature_file', 'open_features', 'build_vocab', 'training_set', 'EpochSampler',
+           'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics', 'init_distributed',
+           'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share', 'lr_factor', 'cpu_has_fast_bf16',
+           'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -46,6 +46,7 @@ class TrainConfig:
     restval: bool | None = None         # COCO's restval images into train; None: the dataset's default (on for COCO)
     max_missing: float = 0.01           # refuse a dataset (or feature file) missing more than this share of its images
     features: str | None = None         # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
+    mirror_features: str | None = None  # stored features of the training images flipped left to right: each caption is trained on twice, once mirrored
     encoder: str = "scene_cnn"          # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
     encoder_weights: str | None = None
     fine_tune: int = 0
@@ -149,23 +150,28 @@ def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list
     return load_dataset(cfg.data, cfg.data_dir, cfg.restval, check_files=not cfg.features, max_missing=cfg.max_missing, report=report)
 
 # %% ../nbs/12_training.ipynb #c87668f8
-def feature_file(cfg: TrainConfig, split: str) -> Path:
-    "The feature file of `split`: `cfg.features` with `{split}` filled in."
-    return Path(cfg.features.format(split=split) if "{split}" in cfg.features else cfg.features).expanduser()
+def feature_file(cfg: TrainConfig, split: str, mirrored: bool = False) -> Path:
+    "The feature file of `split`: `cfg.features` (`cfg.mirror_features` if `mirrored`) with `{split}` filled in."
+    f = cfg.mirror_features if mirrored else cfg.features
+    return Path(f.format(split=split) if "{split}" in f else f).expanduser()
 
-def open_features(cfg: TrainConfig, records: dict, report: dict | None = None) -> dict[str, FeatureStore]:
-    "Open and check the feature file of every split of `records` (which loses its images without features, counted)."
+def open_features(cfg: TrainConfig, records: dict, report: dict | None = None, mirrored: bool = False) -> dict[str, FeatureStore]:
+    "Open and check the feature file of every split of `records` (which loses its images without features, counted); `mirrored`: `cfg.mirror_features`."
     stores, by_path = {}, {}
     expect = {"backbone": cfg.encoder, "grid": cfg.grid, "dataset": cfg.data}
     if cfg.encoder_weights is not None: expect["weights"] = cfg.encoder_weights
     if cfg.image_size is not None: expect["image_size"] = cfg.image_size
     for split, recs in records.items():
         if not recs: continue
-        path = feature_file(cfg, split)
+        path = feature_file(cfg, split, mirrored)
         if path not in by_path:
             st = by_path[path] = FeatureStore(path)
             try: st.check(**expect)
             except ValueError as e: raise ValueError(f"{e} (set --encoder/--grid to what made the features, or extract them again)") from None
+            if bool(st.meta.get("mirrored", False)) != mirrored:
+                raise ValueError(f"{path} holds features of the images {'flipped left to right' if not mirrored else 'as they are'}: "
+                                 + ("pass it as --mirror-features, not --features" if not mirrored else
+                                    "--mirror-features wants a file made by extract-features --mirror"))
         st = by_path[path]
         absent = [r.filename for r in recs if r.filename not in st.row]
         failed = [r.filename for r in recs if r.filename in st.row and st.failed[st.row[r.filename]]]
@@ -183,6 +189,28 @@ def open_features(cfg: TrainConfig, records: dict, report: dict | None = None) -
     dims = {st.shape[1:] for st in by_path.values()}
     if len(dims) > 1: raise ValueError(f"the feature files of the splits have different shapes {sorted(dims)}")
     return stores
+
+def build_vocab(cfg: TrainConfig, records: dict) -> Vocab:
+    "The words of the training captions seen at least `cfg.min_count` times; with mirrored images, closed under the swap (with 'left', 'right')."
+    vocab = Vocab.build((c for r in records["train"] for c in r.captions), min_count=cfg.min_count)
+    if not cfg.mirror_features: return vocab
+    return Vocab(vocab.itos + [m for w, m in MIRROR_WORDS.items() if w in vocab.stoi and m not in vocab.stoi])
+
+def _load_either(plain: FeatureStore, mirrored: FeatureStore, r: ImageRecord) -> torch.Tensor:
+    "A record's features from the store of its image or of the mirror image (a function, not a lambda: DataLoader workers pickle it)."
+    return (mirrored if r.extra.get("mirrored") else plain).load_record(r)
+
+def training_set(cfg: TrainConfig, records: dict, stores: dict, vocab: Vocab, report: dict | None = None) -> CaptionDataset:
+    """The training items: each caption (each image, for self-critical training) with its image or stored features, and with
+    `cfg.mirror_features` each once more with the mirrored image's features and its words "left" and "right" swapped."""
+    train, load = records["train"], ({"loader": stores["train"].load_record} if cfg.features else {})
+    if cfg.mirror_features:
+        if not cfg.features: raise ValueError("mirror_features are stored features; they need features (the same backbone's, of the images as they are)")
+        mirrored = {"train": [mirror_record(r) for r in train]}
+        mstore = open_features(cfg, mirrored, report, mirrored=True)["train"]
+        train = train + mirrored["train"]
+        load = {"loader": functools.partial(_load_either, stores["train"], mstore)}
+    return CaptionDataset(train, vocab, transform_for(cfg), max_len=cfg.max_len, per_caption=not cfg.scst, **load)
 
 # %% ../nbs/12_training.ipynb #e48d8019
 class EpochSampler(Sampler):
@@ -400,15 +428,15 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
                       image_size=cfg.image_size or st.meta.get("image_size"))   # what `caption` runs the backbone at
     loader = {s: st.load_record for s, st in stores.items()}
-    vocab = Vocab.build((c for r in records["train"] for c in r.captions), min_count=cfg.min_count)
+    vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
     encoder.to(device); model.to(device)
     params = [p for p in list(encoder.parameters()) + list(model.parameters()) if p.requires_grad]
     opt = torch.optim.Adam(params, lr=cfg.lr)
     avg = weight_average(encoder, model, cfg.ema) if cfg.ema else None   # the averaged weights validation and best.pt use
     transform = transform_for(cfg)
-    ds = CaptionDataset(records["train"], vocab, transform, max_len=cfg.max_len, per_caption=not cfg.scst,
-                        **({"loader": loader["train"]} if cfg.features else {}))
+    ds = training_set(cfg, records, stores, vocab, report)
+    if cfg.mirror_features: log(f"training on {len(records['train'])} images and their mirror images ({cfg.mirror_features})")
     loss_fn = None
     if cfg.scst:
         if cfg.scst_baseline == "mean" and cfg.scst_samples < 2: raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")

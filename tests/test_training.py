@@ -250,6 +250,49 @@ def test_a_few_images_without_features_are_a_counted_skip(tmp_path):
     assert s["data_problems"] == {"images_without_features": 2}
 
 
+def test_mirror_features_add_each_image_mirrored_with_left_and_right_swapped(tmp_path):
+    from sat_tutorial.data import FeatureStore, Vocab, tokenize
+    from sat_tutorial.training import build_vocab, load_records, training_set
+    keys = [f"{i:03d}.jpg" for i in range(40)]
+    cfg = features_cfg(tmp_path, steps=6)
+    cfg = replace(cfg, mirror_features=str(fake_features(tmp_path / "mirror.h5", keys, seed=1, mirrored=True)))
+    records = load_records(cfg); stores = open_features(cfg, records)
+    records["train"][0] = replace(records["train"][0], captions=[tokenize("a dog left of a cat")], raw=["A dog left of a cat."])
+    vocab = build_vocab(cfg, records)
+    assert "right" in vocab.stoi and "right" not in build_vocab(replace(cfg, mirror_features=None), records).stoi
+    plain, ds = training_set(replace(cfg, mirror_features=None), records, stores, vocab), training_set(cfg, records, stores, vocab)
+    assert len(ds) == 2 * len(plain) == 2 * sum(len(r.captions) for r in records["train"])
+    a, m = ds[0], ds[len(plain)]                                      # record 0's first caption, as it is and mirrored
+    with FeatureStore(cfg.features) as f, FeatureStore(cfg.mirror_features) as g:
+        assert torch.equal(a["image"].float(), f["000.jpg"]) and torch.equal(m["image"].float(), g["000.jpg"])
+        assert not torch.equal(f["000.jpg"], g["000.jpg"])
+    assert vocab.decode(a["caption"].tolist()) == "a dog left of a cat".split()
+    assert vocab.decode(m["caption"].tolist()) == "a dog right of a cat".split() and m["refs"] == ["A dog right of a cat."]
+    assert all(torch.equal(ds[i]["caption"], plain[i]["caption"]) for i in range(len(plain)))
+    with pytest.raises(ValueError, match="need features"):
+        training_set(replace(cfg, features=None), records, {}, vocab)
+    # trains, and resumes exactly over the doubled epoch (8 steps of 8 captions: longer than one plain epoch of 64)
+    fit(replace(cfg, steps=10), tmp_path / "a", **QUIET)
+    fit(replace(cfg, steps=10), tmp_path / "b", stop_at=9, **QUIET)
+    fit(replace(cfg, steps=10), tmp_path / "b", resume=True, **QUIET)
+    a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
+    assert a["step"] == b["step"] == 10 and a["epoch"] == b["epoch"] == 0
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_mirrored_and_plain_feature_files_cannot_be_swapped(tmp_path):
+    keys = [f"{i:03d}.jpg" for i in range(40)]
+    cfg = features_cfg(tmp_path)
+    mirror = fake_features(tmp_path / "mirror.h5", keys, seed=1, mirrored=True)
+    with pytest.raises(ValueError, match=r"mirror.h5 holds features of the images flipped left to right: pass it as --mirror-features"):
+        fit(replace(cfg, features=str(mirror)), tmp_path / "out", **QUIET)
+    with pytest.raises(ValueError, match=r"feats.h5 holds features of the images as they are: --mirror-features wants a file made by extract-features --mirror"):
+        fit(replace(cfg, mirror_features=cfg.features), tmp_path / "out", **QUIET)
+    with pytest.raises(ValueError, match=r"mirror.h5 was made with grid=3, but 2 is expected"):
+        fit(replace(cfg, mirror_features=str(fake_features(tmp_path / "mirror.h5", keys, L=9, mirrored=True))), tmp_path / "out", **QUIET)
+    assert not (tmp_path / "out" / "last.pt").exists()
+
+
 def test_bad_images_and_captions_at_scale_train_to_the_end_with_a_summary(tmp_path):
     d = fake_dataset(tmp_path, 60, size=64)
     js = json.loads((d / "dataset_flickr8k.json").read_text())
