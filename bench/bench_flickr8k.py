@@ -122,7 +122,7 @@ def quality(args):
     feats = features(recs, args.encoder, args.limit_images, args, device)
     mirror = features(recs, args.encoder, args.limit_images, args, device, mirror=True) if args.mirror else None
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
-    cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=mirror and str(mirror), encoder=args.encoder, encoder_weights="DEFAULT",
+    cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=str(mirror) if mirror else None, encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,

@@ -251,7 +251,7 @@ def test_a_few_images_without_features_are_a_counted_skip(tmp_path):
 
 
 def test_mirror_features_add_each_image_mirrored_with_left_and_right_swapped(tmp_path):
-    from sat_tutorial.data import FeatureStore, Vocab, tokenize
+    from sat_tutorial.data import FeatureStore, tokenize
     from sat_tutorial.training import build_vocab, load_records, training_set
     keys = [f"{i:03d}.jpg" for i in range(40)]
     cfg = features_cfg(tmp_path, steps=6)
@@ -271,7 +271,7 @@ def test_mirror_features_add_each_image_mirrored_with_left_and_right_swapped(tmp
     assert all(torch.equal(ds[i]["caption"], plain[i]["caption"]) for i in range(len(plain)))
     with pytest.raises(ValueError, match="need features"):
         training_set(replace(cfg, features=None), records, {}, vocab)
-    # trains, and resumes exactly over the doubled epoch (8 steps of 8 captions: longer than one plain epoch of 64)
+    # trains, and resumes exactly inside the doubled epoch: 10 steps of 8 captions, past the 8 steps of a plain epoch (64 captions)
     fit(replace(cfg, steps=10), tmp_path / "a", **QUIET)
     fit(replace(cfg, steps=10), tmp_path / "b", stop_at=9, **QUIET)
     fit(replace(cfg, steps=10), tmp_path / "b", resume=True, **QUIET)
