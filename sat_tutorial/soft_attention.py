@@ -173,7 +173,8 @@ class SoftAttentionCaptioner(Captioner):
     static_state = (2, 3)                                                        # a and W_a a + b
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
-                 uniform_attention: bool = False):
+                 uniform_attention: bool = False, input_dropout: float = 0.0):
+        "`input_dropout`: dropout on the word embedding E y_{t−1} where it enters the LSTM (not in the paper; the deep output keeps its own `dropout`)."
         super().__init__()
         self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
         self.uniform_attention = uniform_attention          # ablation: α_ti = 1/L, the floor attention must beat
@@ -185,6 +186,7 @@ class SoftAttentionCaptioner(Captioner):
         self.L_h, self.L_z = nn.Linear(hidden_dim, embed_dim), nn.Linear(feature_dim, embed_dim)
         self.L_o = nn.Linear(embed_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
+        self.input_dropout = nn.Dropout(input_dropout)                           # identity at the default 0
         self.embed_dim = embed_dim
 
     # --- pieces shared by forward and step -------------------------------------------------------------
@@ -198,9 +200,9 @@ class SoftAttentionCaptioner(Captioner):
         return z * torch.sigmoid(self.f_beta(h)) if self.f_beta is not None else z
 
     def _input_gates(self, emb: torch.Tensor) -> torch.Tensor:
-        "W_e E y + b for any leading shape: the part of the LSTM input that does not depend on ẑ."
+        "W_e E y + b for any leading shape: the part of the LSTM input that does not depend on ẑ (E y through `input_dropout`)."
         W_e = self.lstm.weight_ih[:, :self.embed_dim]
-        return emb @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
+        return self.input_dropout(emb) @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
 
     def _operands(self, feats: torch.Tensor, once: bool = False) -> tuple:
         "(W_zᵀ, Uᵀ, a): what every step multiplies; `once`: as `StepOperand`s. W_z is sliced here, once per batch."
