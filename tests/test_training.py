@@ -133,15 +133,20 @@ def test_checkpoint_roundtrip_gives_same_model(tmp_path):
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in ck["model"].items())
 
 
-def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path):
-    "model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes training and nothing at p = 0."
+def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatch):
+    "model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes training, and at its default 0 nothing."
     runs = {p: tmp_path / f"p{p}" for p in (0.0, 0.3)}
-    for p, out in runs.items(): fit(tiny(model_kwargs={"input_dropout": p} if p else {}), out, **QUIET)
+    for p, out in runs.items(): fit(tiny(model_kwargs={"alpha_c": 0.0, "input_dropout": p} if p else {"alpha_c": 0.0}), out, **QUIET)
     models = {p: load_captioner(out / "last.pt")[1] for p, out in runs.items()}
     assert models[0.3].input_dropout.p == 0.3 and models[0.0].input_dropout.p == 0.0
     assert not torch.equal(models[0.3].L_o.weight, models[0.0].L_o.weight)     # the masks changed the steps
-    fit(tiny(model_kwargs={"input_dropout": 0.0}), tmp_path / "explicit0", **QUIET)
-    assert torch.equal(load_captioner(tmp_path / "explicit0" / "last.pt")[1].L_o.weight, models[0.0].L_o.weight)
+    # the default trains bitwise as the input gates without any dropout call did (no RNG drawn, no arithmetic changed)
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+    def gates_without_dropout(self, emb):
+        return emb @ self.lstm.weight_ih[:, :self.embed_dim].T + self.lstm.bias_ih + self.lstm.bias_hh
+    monkeypatch.setattr(SoftAttentionCaptioner, "_input_gates", gates_without_dropout)
+    fit(tiny(model_kwargs={"alpha_c": 0.0}), tmp_path / "no_dropout", **QUIET)
+    assert torch.equal(load_captioner(tmp_path / "no_dropout" / "last.pt")[1].L_o.weight, models[0.0].L_o.weight)
 
 
 def test_config_and_schedule():
