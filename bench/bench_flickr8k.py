@@ -127,7 +127,8 @@ def quality(args):
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"input_dropout": args.input_dropout} if args.input_dropout else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
+                      model_kwargs={"alpha_c": args.alpha_c, **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
+                                    **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit} if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier
         summary = self_critical(Path(args.scst_from), args, recs, device)
@@ -291,6 +292,7 @@ def name(args) -> str:
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.mirror: lr += "_mirror"
     if args.input_dropout: lr += f"_indrop{args.input_dropout:g}"
+    if args.label_smoothing: lr += f"_ls{args.label_smoothing:g}"
     if args.ema: lr += f"_ema{args.ema:g}"
     if args.plan_steps: lr += f"_steps{args.plan_steps}"                   # a run planned over other steps keeps its own checkpoints
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
@@ -445,6 +447,8 @@ def main(argv=None):
                    "'right' swapped in their captions (their features extracted once into bench/out/flickr8k_<encoder>_mirrored.h5)")
     p.add_argument("--input-dropout", type=float, default=0.0, help="dropout on the word embedding where it enters the LSTM "
                    "(notebook 06's input_dropout; not in the paper; 0: off)")
+    p.add_argument("--label-smoothing", type=float, default=0.0, help="train towards (1 - e)·onehot + e/V rather than the word "
+                   "(notebook 06's label_smoothing; not in the paper; 0: off); hard attention's reward stays log p(y|s,a)")
     p.add_argument("--ema", type=float, default=0.0, help="validate and test an exponential moving average of the weights with this decay (0: the last weights)")
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")

@@ -46,7 +46,8 @@ _FLAG_HELP = {
     "ema": "validate, keep best.pt and decode with an exponential moving average of the weights, decay D (0.99: about the last 100 steps, or the last tenth of a run shorter than 900; 0: the last weights)",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
     "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit \"reward_to_go\", and --model adaptive sentinel_warmup 300), "
-                    "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the words entering the LSTM (soft and hard attention)",
+                    "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
+                    "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention)",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
     "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth)",

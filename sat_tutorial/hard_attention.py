@@ -186,6 +186,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
         word_logp = -word_nll(logits, captions, lengths)                           # (B, T) log p(y_t | y_<t, s̃_≤t, a)
         log_py = word_logp.sum(1)                                                  # (B,) log p(y | s̃, a)
+        fit = -word_nll(logits, captions, lengths, self.label_smoothing).sum(1) if self.label_smoothing else log_py   # the decoder's term
         per_step = self.credit == "reward_to_go"                                   # credit s̃_t with G_t, not the whole caption
         log_ps = location_log_probs(alpha, s, mask) if per_step else location_log_prob(alpha, s, mask)   # (B, T) or (B,)
         H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
@@ -197,8 +198,8 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
             if len(rows):
                 exp_logp = self.expected_reward(feats[rows], captions[rows], lengths[rows], per_word=True)   # (n, T)
                 b[rows] = rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
-        ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e,
-                                  rewards_to_go(word_logp) if per_step else None)
+        ell = reinforce_surrogate(fit, log_ps, H, b, sampled, self.lambda_r, self.lambda_e,   # the reward stays log p(y | s̃, a)
+                                  rewards_to_go(word_logp) if per_step else log_py)
         loss = -ell.sum() / n_words
         if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words   # per word, as in 06
         n_sampled = sampled.sum()

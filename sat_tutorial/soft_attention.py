@@ -41,10 +41,12 @@ def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     T = captions.shape[1] - 1
     return torch.arange(T, device=captions.device)[None] < (lengths.to(captions.device) - 1)[:, None]
 
-def word_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    "Per-word negative log-likelihood `(B, T)`: −log p(y_t | y_<t, a) at real target words, 0 at padding."
+def word_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
+    """Per-word negative log-likelihood `(B, T)`: −log p(y_t | y_<t, a) at real target words, 0 at padding.
+    `smoothing` ε > 0: the cross-entropy against (1 − ε)·onehot(y_t) + ε/V instead (label smoothing; not a likelihood)."""
     mask = target_mask(captions, lengths)
-    nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none")   # (B·T,): rows of V contiguous
+    nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none",
+                          label_smoothing=smoothing)                              # (B·T,): rows of V contiguous
     return nll.view(mask.shape) * mask
 
 def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -173,9 +175,12 @@ class SoftAttentionCaptioner(Captioner):
     static_state = (2, 3)                                                        # a and W_a a + b
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
-                 uniform_attention: bool = False, input_dropout: float = 0.0):
-        "`input_dropout`: dropout on the word embedding E y_{t−1} where it enters the LSTM (not in the paper; the deep output keeps its own `dropout`)."
+                 uniform_attention: bool = False, input_dropout: float = 0.0, label_smoothing: float = 0.0):
+        """`input_dropout`: dropout on the word embedding E y_{t−1} where it enters the LSTM (not in the paper; the deep output keeps its own `dropout`).
+        `label_smoothing` ε: training fits (1 − ε)·onehot(y_t) + ε/V rather than y_t (not in the paper); the reported NLL stays the likelihood's."""
         super().__init__()
+        if not 0.0 <= label_smoothing < 1.0: raise ValueError(f"label_smoothing must be in [0, 1), not {label_smoothing}")
+        self.label_smoothing = label_smoothing
         self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
         self.uniform_attention = uniform_attention          # ablation: α_ti = 1/L, the floor attention must beat
         self.embed = nn.Embedding(vocab_size, embed_dim)                         # E
@@ -251,9 +256,10 @@ class SoftAttentionCaptioner(Captioner):
         "(Σ_captions −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words: L_d per word (the doubly stochastic penalty), and stats."
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
+        fit = word_nll(logits, captions, lengths, self.label_smoothing).sum(1) if self.training and self.label_smoothing else nll
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        loss = (nll.sum() + self.alpha_c * pen.sum()) / n_words
+        loss = (fit.sum() + self.alpha_c * pen.sum()) / n_words
         return loss, {"nll": float(nll.detach().sum() / n_words), "penalty": float(pen.detach().mean())}
 
 # %% ../nbs/06_soft_attention.ipynb #d48466aa

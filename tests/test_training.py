@@ -149,6 +149,21 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
     assert torch.equal(load_captioner(tmp_path / "no_dropout" / "last.pt")[1].L_o.weight, models[0.0].L_o.weight)
 
 
+def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
+    "model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it changes training; the logged NLL stays log p(y|a)."
+    runs = {e: tmp_path / f"ls{e}" for e in (0.0, 0.2)}
+    for e, out in runs.items(): fit(tiny(model_kwargs={"alpha_c": 0.0, "label_smoothing": e}), out, **QUIET)
+    cks = {e: load_checkpoint(out / "last.pt") for e, out in runs.items()}
+    models = {e: load_captioner(out / "last.pt")[1] for e, out in runs.items()}
+    assert models[0.2].label_smoothing == 0.2 and models[0.0].label_smoothing == 0.0
+    assert not torch.equal(models[0.2].L_o.weight, models[0.0].L_o.weight)
+    first = {e: ck["history"][0] for e, ck in cks.items()}                    # step 1: the same weights and batch in both runs
+    assert first[0.2]["nll"] == first[0.0]["nll"]                              # the likelihood, not the smoothed loss
+    assert first[0.2]["loss"] != first[0.0]["loss"]
+    with pytest.raises(ValueError, match="label_smoothing"):
+        fit(tiny(model_kwargs={"label_smoothing": 1.0}), tmp_path / "bad", **QUIET)
+
+
 def test_config_and_schedule():
     with pytest.raises(ValueError, match="unknown configuration keys"):
         TrainConfig.from_dict({**asdict(TrainConfig()), "colour": 1})
