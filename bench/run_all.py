@@ -55,6 +55,8 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --label-smoothing 0.1",                                      # with label smoothing
     "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ls0.1_ema0.998_steps4000_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_run --candidates 8 "
+    "--out bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_select_all.json",   # every checkpoint
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
 ]
