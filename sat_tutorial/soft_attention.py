@@ -253,7 +253,7 @@ class SoftAttentionCaptioner(Captioner):
         return self._logits(emb, h, z).log_softmax(-1), (h, c, feats, keys), alpha
 
     def loss(self, feats, captions, lengths):
-        "(Σ_captions −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words: L_d per word (the doubly stochastic penalty), and stats."
+        "(Σ_captions −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words: L_d per word (the doubly stochastic penalty), and stats; in training with `label_smoothing`, the smoothed word losses replace −log p(y|a)."
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
         fit = word_nll(logits, captions, lengths, self.label_smoothing).sum(1) if self.training and self.label_smoothing else nll
