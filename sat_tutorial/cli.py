@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['HelpFormatter', 'add_train', 'config_from_args', 'split_inputs', 'cmd_train', 'set_reads', 'add_reads',
-           'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract', 'cmd_extract',
-           'cmd_demo', 'add_demo', 'build_parser', 'main']
+__all__ = ['HelpFormatter', 'add_train', 'config_from_args', 'split_inputs', 'end_torchrun_worker', 'cmd_train', 'set_reads',
+           'add_reads', 'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract',
+           'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -119,6 +119,14 @@ def split_inputs(cfg, split: str):
     stores = open_features(cfg, {split: recs[split]} if recs[split] else {}, None)
     return (recs[split], None, stores[split].load_record) if split in stores else ([], None, None)
 
+def end_torchrun_worker(code: int) -> None:
+    """End a `torchrun` worker whose training is over (process group destroyed, files written and closed) without the
+    interpreter's teardown. Threads that the collective backend leaves behind can abort the process there — with gloo,
+    'terminate called without an active exception' (SIGABRT), seen twice in about 30 two-process runs inside the test suite —
+    and torchrun then fails the whole job and kills the other workers, process 0 included, even in its test evaluation."""
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(code)
+
 def cmd_train(args) -> int:
     from sat_tutorial.training import fit, load_captioner, evaluate
     cfg = config_from_args(args)
@@ -128,14 +136,15 @@ def cmd_train(args) -> int:
         (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
         print(f"training {cfg.model} on {cfg.data} -> {out}")
     summary = fit(cfg, out, resume=args.resume, device=args.device)
-    if rank: return 0
-    print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
-    if args.evaluate:
-        enc, model, vocab, cfg = load_captioner(out / "best.pt")
-        recs, tf, loader = split_inputs(cfg, "test")
-        m, caps = evaluate(enc, model, recs, tf, vocab, 3, cfg.max_len, progress=True, loader=loader)
-        (out / "test_metrics.json").write_text(json.dumps(m, indent=1))
-        print(json.dumps(m, indent=1)); print(f"wrote {out / 'test_metrics.json'}")
+    if rank == 0:
+        print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
+        if args.evaluate:
+            enc, model, vocab, cfg = load_captioner(out / "best.pt")
+            recs, tf, loader = split_inputs(cfg, "test")
+            m, caps = evaluate(enc, model, recs, tf, vocab, 3, cfg.max_len, progress=True, loader=loader)
+            (out / "test_metrics.json").write_text(json.dumps(m, indent=1))
+            print(json.dumps(m, indent=1)); print(f"wrote {out / 'test_metrics.json'}")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1: end_torchrun_worker(0)
     return 0
 
 # %% ../nbs/13_cli.ipynb #0625e7e0

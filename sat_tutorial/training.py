@@ -5,7 +5,7 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import contextlib, functools, importlib, json, math, os, time, warnings
+import contextlib, functools, gc, importlib, json, math, os, time, warnings
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -566,6 +566,8 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         log("skipped data: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in report.items()))
     if rank == 0: (out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
     for st in {id(s): s for s in stores.values()}.values(): st.close()
+    if world > 1:   # drop DDP's references to the process group, so that its threads end here and not at interpreter exit
+        run_encoder = loss_fn_step = None; gc.collect()
     if started:
         dist.barrier(); dist.destroy_process_group()
     return summary

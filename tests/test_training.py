@@ -362,7 +362,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, extra):
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     assert main(_train_args(tmp_path, f) + extra + ["--out", str(tmp_path / "one")]) == 0
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}   # a worker that dies prints where
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sat_tutorial",
                         *_train_args(tmp_path, f), *extra, "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -395,7 +395,7 @@ def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     args = _train_args(tmp_path, f)
     args[args.index("--steps") + 1], args[args.index("--val-every") + 1] = "100000", "0"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}   # a worker that dies prints where
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "sat_tutorial",
                         *args, "--time-budget", "0.05", "--out", str(tmp_path / "two")], env=env, capture_output=True, text=True,
                        timeout=120)                                      # about 15 s when the processes agree
