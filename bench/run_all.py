@@ -33,30 +33,32 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_scst_gap.py --checkpoint bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_run/best.pt",   # after it
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --probe-steps 0",                                                                # issue 6: stop 27's run, then
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_run",   # selection on val
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_run --candidates 3",   # selection on val
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000",                                                              # the cosine over 4,000 steps
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--mirror --minutes 59",                                                                       # and with the mirror images
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_mirror_ema0.998_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_mirror_ema0.998_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--mirror --minutes 59 --plan-steps 4000",
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_mirror_ema0.998_steps4000_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_mirror_ema0.998_steps4000_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --input-dropout 0.5",                                        # with input dropout
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_indrop0.5_ema0.998_steps4000_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_indrop0.5_ema0.998_steps4000_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --seed 1",                                                   # run 2's rule, another seed
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_seed1_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_seed1_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 6000 --input-dropout 0.5",                                        # input dropout, a longer cosine
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_indrop0.5_ema0.998_steps6000_run",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_indrop0.5_ema0.998_steps6000_run --candidates 3",
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --label-smoothing 0.1",                                      # with label smoothing
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ls0.1_ema0.998_steps4000_run",
-    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_run --candidates 8 "
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ls0.1_ema0.998_steps4000_run --candidates 3",
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_run --candidates 0 "
     "--out bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_select_all.json",   # every checkpoint
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_seed1_run "
+    "--candidates 0 --out bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_seed1_select_all.json",
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
 ]

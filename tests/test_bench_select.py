@@ -13,7 +13,7 @@ bench = pytest.importorskip("bench_flickr8k")
 
 
 def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
-    # select decodes 10 times, and METEOR starts a Java process each time (5-40 s): here a stand-in that depends on the
+    # select decodes 13 times, and METEOR starts a Java process each time (5-40 s): here a stand-in that depends on the
     # captions (their mean length in words) takes its place; what is under test is the choice, not METEOR (test_metrics.py)
     import sat_tutorial.metrics as metrics
     monkeypatch.setattr(metrics, "_meteor", lambda gts, res: sum(len(v[0].split()) for v in res.values()) / len(res))
@@ -26,11 +26,11 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
     run = tmp_path / "flickr8k_hard_run"
     fit(cfg, run, progress=False, log=lambda *a: None)
     assert sorted(p.name for p in run.glob("val_step*.pt")) == [f"val_step{k}.pt" for k in (10, 20, 30, 40)]
-    bench.main(["select", "--run", str(run), "--candidates", "2", "--device", "cpu", "--out", str(tmp_path / "sel.json")])
+    bench.main(["select", "--run", str(run), "--device", "cpu", "--out", str(tmp_path / "sel.json")])     # by default every checkpoint
     res = json.loads((tmp_path / "sel.json").read_text())
     steps = sorted({r["step"] for r in res["candidates"]})
-    assert len(steps) == 2 and min(steps) > 10                              # two candidates, none from the Σ α a warm-up
-    assert sorted(r["reads"] for r in res["candidates"]) == sorted(["argmax", "marginal", "expected"] * 2)
+    assert steps == [20, 30, 40]                                            # every one after the Σ α a warm-up, none from it
+    assert sorted(r["reads"] for r in res["candidates"]) == sorted(["argmax", "marginal", "expected"] * 3)
     crit = lambda r: r["val_beam3"]["bleu4"] + r["val_beam3"]["meteor"]
     assert len({crit(r) for r in res["candidates"]}) > 1                  # the candidates differ on val: the choice is a real one
     best = max(crit(r) for r in res["candidates"] if r["reads"] != "expected")
@@ -40,5 +40,7 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
     m, _, _ = bench.score(run / f"val_step{pick['step']}.pt", pick["reads"], bench.records(0), "test", "cpu")
     assert {k: m[k] for k in ("bleu4", "meteor", "cider")} == {k: res["test_beam3_selected"][k] for k in ("bleu4", "meteor", "cider")}
     assert set(res["test_beam3_best_pt"]) == {"argmax", "marginal", "expected"}
+    with pytest.raises(SystemExit, match="--candidates -1"):
+        bench.main(["select", "--run", str(run), "--candidates", "-1", "--device", "cpu"])
     with pytest.raises(SystemExit, match="--criterion 'bleu5'"):
         bench.main(["select", "--run", str(run), "--criterion", "bleu5", "--device", "cpu"])
