@@ -127,7 +127,8 @@ def quality(args):
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
+                      model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": args.beta_gate} if args.model == "hard" else {}),
+                                    **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit} if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier
@@ -292,6 +293,7 @@ def name(args) -> str:
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.mirror: lr += "_mirror"
+    if args.model == "hard" and args.beta_gate: lr += "_beta"
     if args.input_dropout: lr += f"_indrop{args.input_dropout:g}"
     if args.label_smoothing: lr += f"_ls{args.label_smoothing:g}"
     if args.ema: lr += f"_ema{args.ema:g}"
@@ -457,6 +459,8 @@ def main(argv=None):
     p.add_argument("--skip-amp", action="store_true", help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)")
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
+    p.add_argument("--beta-gate", action="store_true", help="hard attention: scale the context read by the gate β_t = σ(f_β(h_{t-1})) "
+                   "(§4.2.1; soft attention always has it; the authors' code applies it to hard attention too when its `selector` is on)")
     p.add_argument("--lambda-r", type=float, default=1.0, help="hard attention: weight λ_r of the REINFORCE term (the paper's rule: 1)")
     p.add_argument("--expected-warmup", type=int, default=0, help="hard attention: steps on the expected context Σ α a before "
                    "sampling starts (not in the paper; 0: the paper's rule; notebook 07)")
