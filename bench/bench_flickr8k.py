@@ -127,7 +127,7 @@ def quality(args):
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": args.beta_gate} if args.model == "hard" else {}),
+                      model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit} if args.model == "hard" else {})})
@@ -293,7 +293,7 @@ def name(args) -> str:
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
     if args.mirror: lr += "_mirror"
-    if args.model == "hard" and args.beta_gate: lr += "_beta"
+    if args.beta_gate: lr += "_beta"
     if args.input_dropout: lr += f"_indrop{args.input_dropout:g}"
     if args.label_smoothing: lr += f"_ls{args.label_smoothing:g}"
     if args.ema: lr += f"_ema{args.ema:g}"
@@ -511,6 +511,7 @@ def main(argv=None):
     if args.mode == "quality" and args.random_weights: p.error("--encoder-weights none is for throughput: random features caption nothing")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     if args.mode == "select" and not args.run: p.error("select needs --run")
+    if args.beta_gate and args.model != "hard": p.error("--beta-gate is for --model hard: soft attention always has the gate")
     {"quality": quality, "throughput": throughput, "select": select}[args.mode](args)
 
 
