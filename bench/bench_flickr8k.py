@@ -130,7 +130,8 @@ def quality(args):
                       model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
-                                                                  "credit": args.credit} if args.model == "hard" else {})})
+                                                                  "credit": args.credit, **({"baseline_kind": args.baseline} if args.baseline != "moving_average" else {})}
+                                                                 if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier
         summary = self_critical(Path(args.scst_from), args, recs, device)
         tested = Path(summary["tested"])
@@ -289,6 +290,7 @@ def name(args) -> str:
     lr = f"_lambda_r{args.lambda_r:g}" if args.model == "hard" and args.lambda_r != 1.0 else ""
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
+    if args.model == "hard" and args.baseline != "moving_average": lr += "_bexp"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
@@ -467,6 +469,9 @@ def main(argv=None):
     p.add_argument("--credit", choices=["caption", "reward_to_go"], default="caption",
                    help="hard attention: credit each sampled location with the whole caption's log-likelihood (the paper) or "
                         "with the words from its step on (not in the paper; notebook 07)")
+    p.add_argument("--baseline", choices=["moving_average", "expected"], default="moving_average",
+                   help="hard attention: the REINFORCE baseline: a moving average of the reward (the paper) or the caption's "
+                        "log-likelihood under the expected context Σ α a, per image and caption (not in the paper; notebook 07)")
     p.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training (CIDEr-D reward; for hard "
                    "attention REINFORCE over words and locations) from the best checkpoint for M minutes; "
                    "the test uses its best checkpoint (0: none)")
@@ -511,6 +516,7 @@ def main(argv=None):
     if args.mode == "quality" and args.random_weights: p.error("--encoder-weights none is for throughput: random features caption nothing")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     if args.mode == "select" and not args.run: p.error("select needs --run")
+    if args.baseline != "moving_average" and args.model != "hard": p.error("--baseline is for --model hard")
     if args.beta_gate and args.model != "hard": p.error("--beta-gate is for --model hard: soft attention always has the gate")
     {"quality": quality, "throughput": throughput, "select": select}[args.mode](args)
 

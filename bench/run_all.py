@@ -65,6 +65,13 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --seed 2",                                                   # run 2's rule, a third seed (stop 33)
     "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_steps4000_seed2_run",
+    "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
+    "--minutes 59 --plan-steps 4000 --baseline expected",                                        # b = log p(y | a, Σ α a) (stop 34)
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_bexp_pool50_ema0.998_steps4000_run",
+    "bench_baseline_variance.py --checkpoint bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_bexp_pool50_ema0.998_steps4000_run/val_step3000.pt",
+    "bench_flickr8k.py quality --model hard --lambda-r 1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
+    "--minutes 59 --plan-steps 4000 --baseline expected",                                        # the same at the paper's λ_r (stop 34)
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_warmup500_rtg_bexp_pool50_ema0.998_steps4000_run",
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
 ]
