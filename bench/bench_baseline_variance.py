@@ -1,10 +1,11 @@
 """How much of the REINFORCE reward each hard-attention baseline removes, on real captions.
 
-For a trained hard-attention checkpoint (its live training weights), every caption of N training images (or validation images) is read once
-with sampled locations, in training mode (dropout on, as in a training step), and its reward log p(y | s̃, a) — per
-caption (G_0) and per word from each step on (G_t, the reward-to-go credit) — is compared with the two baselines of
-notebook 07: the moving average b stored in the checkpoint (per word, × the words from step t on), and the caption's
-log-likelihood under the expected context Σ α a (`baseline_kind="expected"`). The REINFORCE term's variance grows with
+For a trained hard-attention checkpoint (its training weights, not their average, where it has both), every caption of N training (or validation)
+images is read once with sampled locations, in training mode (dropout on, as in a training step), and its reward
+log p(y | s̃, a) — per caption (G_0) and, for a model trained with reward-to-go credit, per word from each step on
+(G_t) — is compared with the two baselines of notebook 07: the moving average b stored in the checkpoint (per caption;
+with reward-to-go, per word × the words from step t on), and the caption's log-likelihood under the expected context
+Σ α a (`baseline_kind="expected"`). The REINFORCE term's variance grows with
 E[(G − b)²]; the table prints its root and the correlation of each baseline with the reward.
 
     python bench/bench_baseline_variance.py --checkpoint bench/out/<run>/val_step4000.pt --images 1000
@@ -18,6 +19,7 @@ import torch
 from sat_tutorial.data import pad_captions
 from sat_tutorial.hard_attention import HardAttentionCaptioner, rewards_to_go
 from sat_tutorial.soft_attention import target_mask, word_nll
+from sat_tutorial.core import load_checkpoint
 from sat_tutorial.training import load_captioner, load_records, open_features
 
 
@@ -38,14 +40,15 @@ def main(argv=None):
     p.add_argument("--out", help="JSON to write (default: next to the checkpoint)")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
-    _, model, vocab, cfg = load_captioner(args.checkpoint, live=True)
+    live = "train_model" in load_checkpoint(args.checkpoint, map_location="cpu")   # a run with --ema keeps its training weights apart
+    _, model, vocab, cfg = load_captioner(args.checkpoint, live=live)
     if not isinstance(model, HardAttentionCaptioner): raise SystemExit(f"{args.checkpoint}: not a hard-attention checkpoint")
     recs = load_records(cfg)
     recs = {args.split: recs[args.split][:args.images]}
     store = open_features(cfg, recs)[args.split]
     items = [(store.load_record(r), torch.tensor(vocab.encode(c, cfg.max_len))) for r in recs[args.split] for c in r.captions]
     per_step = model.credit == "reward_to_go"
-    b_word = float(model.baseline)                                         # the moving average, per word (per caption without rtg)
+    b = float(model.baseline)                                              # the moving average: per word with rtg, else per caption
     G0, B0ma, B0ex, Gt, Btma, Btex = [], [], [], [], [], []
     model.train()                                                          # sampled locations and dropout, as in a training step
     with torch.no_grad():
@@ -58,21 +61,21 @@ def main(argv=None):
             mask = target_mask(caps, lengths)
             G = rewards_to_go(word)                                        # (B, T) G_t
             n_from = rewards_to_go(mask.to(word.dtype))                    # words from step t on
-            bma = b_word * n_from if per_step else torch.full_like(G, b_word) * mask
+            bma = b * n_from if per_step else torch.full_like(G, b)        # G_0 − bma[:, 0] is the caption's advantage either way
             bex = rewards_to_go(model.expected_reward(feats, caps, lengths, per_word=True))
             G0.append(G[:, 0]); B0ma.append(bma[:, 0]); B0ex.append(bex[:, 0])
             Gt.append(G[mask]); Btma.append(bma[mask]); Btex.append(bex[mask])
     G0, B0ma, B0ex, Gt, Btma, Btex = map(torch.cat, (G0, B0ma, B0ex, Gt, Btma, Btex))
-    res = {"checkpoint": str(args.checkpoint), "split": args.split, "captions": len(G0), "words": len(Gt), "moving_average_per_word": b_word,
+    res = {"checkpoint": str(args.checkpoint), "split": args.split, "captions": len(G0), "words": len(Gt), "credit": model.credit, "moving_average": b,
            "caption": {"none": stats(G0, G0, torch.zeros_like(G0)), "moving_average": stats(G0 - B0ma, G0, B0ma),
                        "expected": stats(G0 - B0ex, G0, B0ex)},
            "reward_to_go": {"none": stats(Gt, Gt, torch.zeros_like(Gt)), "moving_average": stats(Gt - Btma, Gt, Btma),
-                            "expected": stats(Gt - Btex, Gt, Btex)}}
-    print(f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} {args.split} images, {len(Gt)} words; moving average b = {b_word:.3f} per word")
-    print(f"{'advantage':28}{'rms G_0 - b':>14}{'mean':>10}{'corr(b, G)':>12}{'rms G_t - b_t':>16}{'mean':>10}{'corr':>8}")
+                            "expected": stats(Gt - Btex, Gt, Btex)} if per_step else None}
+    print(f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} {args.split} images, {len(Gt)} words; moving average b = {b:.3f} per {'word' if per_step else 'caption'}")
+    print(f"{'advantage':28}{'rms G_0 - b':>14}{'mean':>10}{'corr(b, G)':>12}" + (f"{'rms G_t - b_t':>16}{'mean':>10}{'corr':>8}" if per_step else ""))
     for k in ("none", "moving_average", "expected"):
-        c, t = res["caption"][k], res["reward_to_go"][k]
-        print(f"{k:28}{c['rms']:14.3f}{c['mean']:10.3f}{c['corr']:12.3f}{t['rms']:16.3f}{t['mean']:10.3f}{t['corr']:8.3f}")
+        c, t = res["caption"][k], (res["reward_to_go"] or {}).get(k)
+        print(f"{k:28}{c['rms']:14.3f}{c['mean']:10.3f}{c['corr']:12.3f}" + (f"{t['rms']:16.3f}{t['mean']:10.3f}{t['corr']:8.3f}" if t else ""))
     out = args.out or str(Path(args.checkpoint).with_suffix("")) + f"_baseline_variance_{args.split}.json"
     Path(out).write_text(json.dumps(res, indent=1))
     print(f"wrote {out}")
