@@ -5,8 +5,8 @@ Two modes:
     quality     extract features once (resumable), train soft or hard attention on Karpathy train from the features for
                 a time budget, keep the checkpoint with the best validation CIDEr, evaluate it on the 1,000 test images
                 with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the paper's Flickr8k row.
-    throughput  training samples/s from stored features and with the CNN run online (each with and without --amp:
-                bf16 autocast on a CPU), and feature-extraction images/s.
+    throughput  training samples/s from stored features and with the CNN run online (each without and with --amp:
+                bf16 autocast on a CPU; --amp-dtype bf16 fp16 times both on a GPU), and feature-extraction images/s.
     select      selection on validation only, as the paper's early stopping on BLEU: of a finished quality run's
                 validated checkpoints (val_step<N>.pt), every one after hard attention's warm-up (or, with --candidates
                 N, the N with the highest greedy val BLEU-4) is decoded on val with beam 3 under each test-time reading (hard attention: argmax and marginal; expected reads
@@ -124,7 +124,7 @@ def quality(args):
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=str(mirror) if mirror else None, encoder=args.encoder, encoder_weights="DEFAULT",
                       grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
-                      batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, num_workers=0,
+                      batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, amp_dtype=args.amp_dtype[0], num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
                       model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
@@ -367,12 +367,13 @@ def throughput(args):
                 image_size=args.image_size, embed_dim=512,
                 hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
-    amps = (False,) if args.skip_amp else (False, True)
+    amps = [None] + ([] if args.skip_amp else list(args.amp_dtype))    # None: float32; else --amp with this amp_dtype
     runs = [(False, amp, 0, 0) for amp in amps] + [(True, amp, 0, 0) for amp in amps if args.online_steps]
     runs += [(True, amp, 0, args.fine_tune) for amp in amps if args.online_steps and args.fine_tune]
-    if args.length_pool > 1: runs.insert(1, (False, False, args.length_pool, 0))  # stored features, batches by length
+    if args.length_pool > 1: runs.insert(1, (False, None, args.length_pool, 0))  # stored features, batches by length
     for online, amp, pool, tune in runs:
-        cfg = TrainConfig(**base, amp=amp, length_pool=pool, fine_tune=tune, features=None if online else str(feats))
+        cfg = TrainConfig(**base, amp=amp is not None, amp_dtype=amp or "auto", length_pool=pool, fine_tune=tune,
+                          features=None if online else str(feats))
         n = args.online_steps if online else args.steps
         r = time_training(cfg, recs, device, n)
         cnn = f"CNN online ({f'last {tune} blocks fine-tuned' if tune else 'frozen'})"
@@ -391,14 +392,15 @@ def throughput(args):
         cnn = build_encoder(args.encoder, weights=args.encoder_weights, grid=None).eval().to(device)
         x = torch.randn(args.extract_batch, 3, size, size, device=device)
         for amp in amps:
-            with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+            amp_dtype, _ = _amp(TrainConfig(amp=amp is not None, amp_dtype=amp or "auto"), device)
+            with torch.no_grad(), torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 for i in range(2 + args.steps):
                     if i == 2: sync(device); t0 = time.perf_counter()
                     cnn(x)
                 sync(device)
             secs = time.perf_counter() - t0
             rows.append({"inputs": f"CNN forward alone ({args.encoder}, {size} px, batch {args.extract_batch} on the device)",
-                         "amp": "bf16" if amp else "off", "steps": args.steps, "samples": args.steps * args.extract_batch,
+                         "amp": {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype], "steps": args.steps, "samples": args.steps * args.extract_batch,
                          "seconds": round(secs, 3), "samples_per_s": round(args.steps * args.extract_batch / secs, 2),
                          "nll_first_last": "", "peak_gpu_mib": None})
             print(rows[-1])
@@ -458,6 +460,9 @@ def main(argv=None):
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
+    p.add_argument("--amp-dtype", nargs="+", choices=["auto", "bf16", "fp16"], default=["auto"],
+                   help="the autocast type of --amp (quality: one) or of throughput's AMP rows (one row each): auto is bf16 where "
+                        "the device has it, else fp16 with loss scaling; fp16 is loss-scaled on any device")
     p.add_argument("--skip-amp", action="store_true", help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)")
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
@@ -517,6 +522,7 @@ def main(argv=None):
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     if args.mode == "select" and not args.run: p.error("select needs --run")
     if args.baseline != "moving_average" and args.model != "hard": p.error("--baseline is for --model hard")
+    if args.mode == "quality" and len(args.amp_dtype) > 1: p.error("quality trains once: give --amp-dtype one type")
     if args.beta_gate and args.model != "hard": p.error("--beta-gate is for --model hard: soft attention always has the gate")
     {"quality": quality, "throughput": throughput, "select": select}[args.mode](args)
 

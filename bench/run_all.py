@@ -74,6 +74,7 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_flickr8k.py select --run bench/out/flickr8k_hard_warmup500_rtg_bexp_pool50_ema0.998_steps4000_run",
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
+    "bench_resume.py --device cuda --model hard --amp-dtype fp16 --deterministic",               # exact resume on a GPU (stop 35; a check, minutes)
 ]
 
 

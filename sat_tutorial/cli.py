@@ -45,6 +45,8 @@ _FLAG_HELP = {
     "length_pool": "put captions of similar length in a batch: sort each run of N shuffled batches by length, then shuffle the batches (less padding, faster steps; 0: plain shuffle)",
     "ema": "validate, keep best.pt and decode with an exponential moving average of the weights, decay D (0.99: about the last 100 steps, or the last tenth of a run shorter than 900; 0: the last weights)",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
+    "amp_dtype": "the autocast type of --amp: auto (bf16 where the device has it, else fp16 with loss scaling), bf16, or fp16 "
+                 "(loss-scaled, on any device; the scale is saved for --resume); implies --amp (default: auto)",
     "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit \"reward_to_go\", and --model adaptive sentinel_warmup 300), "
                     "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
                     "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' for hard attention with soft attention's gate on its context (off by default; bench/RESULTS.md), or '{\"baseline_kind\": \"expected\"}' for hard attention's REINFORCE baseline per image and caption, log p(y | a, Σ α a) (notebook 07)",
@@ -79,7 +81,7 @@ def _defaults(name: str) -> str:
     return text + "".join(f"; scenes --model {m}: {show(v)}" for m, v in own.items() if v != scenes)
 
 def add_train(sub) -> None:
-    from sat_tutorial.training import TrainConfig
+    from sat_tutorial.training import AMP_DTYPES, TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
                        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
                        "share each batch (distributed data parallel). Options left out take the defaults shown: the "
@@ -96,6 +98,7 @@ def add_train(sub) -> None:
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
         elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
+        elif f.name == "amp_dtype": p.add_argument(flag, choices=AMP_DTYPES, default=None, help=text)
         else:
             typ = {"int": int, "float": float}.get(str(f.type).removesuffix(" | None"), str)   # image_size: int | None
             p.add_argument(flag, type=typ, default=None, help=text)
@@ -105,6 +108,7 @@ def config_from_args(args):
     from sat_tutorial.training import TrainConfig, scenes_config
     given = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name, None) is not None}
     if str(given.get("encoder_weights")).lower() == "none": given["encoder_weights"] = None      # random initialisation
+    if "amp_dtype" in given: given["amp"] = True                                                 # --amp-dtype fp16 means --amp
     if given.get("data", "scenes") == "scenes":
         base = asdict(scenes_config(model=given.get("model", "soft")))   # butd: bottom-up scene regions
         if "model_kwargs" in given: given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}

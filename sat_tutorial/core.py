@@ -48,13 +48,13 @@ def rng_state() -> dict:
     return state
 
 def set_rng_state(state: dict) -> None:
-    "Restore what `rng_state` captured."
+    "Restore what `rng_state` captured, also from a checkpoint loaded with `map_location` a GPU (the states must be CPU tensors)."
     v, mt, gauss = state["python"]
     random.setstate((v, tuple(mt), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state["cuda"])
+    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"].cpu())
+    if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 # %% ../nbs/00_core.ipynb #2c8560ba
 def check_shape(x: torch.Tensor, shape: tuple, dims: dict | None = None, name: str = "tensor") -> dict:

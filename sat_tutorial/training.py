@@ -25,11 +25,12 @@ from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'input_size', 'transform_for',
-           'load_records', 'feature_file', 'open_features', 'build_vocab', 'training_set', 'EpochSampler',
-           'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics', 'init_distributed',
-           'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share', 'lr_factor', 'cpu_has_fast_bf16',
-           'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner', 'SelfCritical']
+__all__ = ['CAPTIONERS', 'AMP_DTYPES', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'input_size',
+           'transform_for', 'load_records', 'feature_file', 'open_features', 'build_vocab', 'training_set',
+           'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics',
+           'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share', 'lr_factor',
+           'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner',
+           'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -68,6 +69,7 @@ class TrainConfig:
     ema: float = 0.0                    # decay d of an exponential moving average of the weights, which validation and best.pt use; 0: off
     seed: int = 0
     amp: bool = False
+    amp_dtype: str = "auto"             # with amp: auto (bf16 where the device has it, else fp16 with loss scaling) | bf16 | fp16
     num_workers: int = 0
     val_every: int = 500
     ckpt_every: int = 500
@@ -388,20 +390,33 @@ def cpu_has_fast_bf16() -> bool:
     try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())          # a private op; the public capability string otherwise
     except (AttributeError, RuntimeError): return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
 
+AMP_DTYPES = ("auto", "bf16", "fp16")
+
 def _amp(cfg, device):
+    "The autocast dtype of `cfg.amp`/`cfg.amp_dtype` on `device`, and the gradient scaler float16 needs (else None)."
+    if cfg.amp_dtype not in AMP_DTYPES: raise ValueError(f"amp_dtype must be one of {AMP_DTYPES}, not {cfg.amp_dtype!r}")
     if not cfg.amp: return None, None
-    if device.type == "cuda" and not torch.cuda.is_bf16_supported(): return torch.float16, torch.amp.GradScaler("cuda")
+    gpu_bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
+    if cfg.amp_dtype == "bf16" and not gpu_bf16:
+        raise ValueError(f"amp_dtype bf16: {torch.cuda.get_device_name(device)} has no bfloat16; use fp16 (with loss scaling) or auto")
+    if cfg.amp_dtype == "fp16" or (cfg.amp_dtype == "auto" and not gpu_bf16):   # float16's range needs the loss scaled
+        if device.type == "cpu":
+            warnings.warn("amp_dtype fp16 on a CPU: float16 matmuls run emulated on most CPUs (a Flickr8k training step 23x slower "
+                          "than float32 on a 2-core AMD EPYC with AVX-512, bench/RESULTS.md); it checks the loss-scaled GPU path, "
+                          "use bf16 or float32 for speed")
+        return torch.float16, torch.amp.GradScaler(device.type)
     if device.type == "cpu" and not cpu_has_fast_bf16():
         warnings.warn(f"--amp on a CPU without fast bfloat16 ({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
                       "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster")
     return torch.bfloat16, None
 
-def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0, avg=None) -> dict:
+def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes=0.0, avg=None, scaler=None) -> dict:
     "Everything to resume; `encoder`/`model` hold the weights to use: the average when `avg` is given, the live ones then under `train_*`."
     state = {"format": "sat_tutorial.captioner/1", "config": asdict(cfg), "vocab": vocab.to_dict(),
              "encoder": encoder.state_dict(), "model": model.state_dict(), "optimizer": opt.state_dict(),
              "scheduler": sched.state_dict(), "step": step, "epoch": epoch, "pos": pos, "best": best,
              "history": history, "rng": rng_state(), "minutes": minutes}
+    if scaler is not None: state["scaler"] = scaler.state_dict()       # fp16's loss scale and its growth count: exact resume
     if avg is not None:
         state.update(train_encoder=state["encoder"], train_model=state["model"], ema_updates=int(avg.n_averaged),
                      encoder=avg.module["encoder"].state_dict(), model=avg.module["model"].state_dict())
@@ -457,6 +472,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     clock = 0.0                                                    # share of cfg.time_budget used (0 without one)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, clock))
     step, epoch, pos, best, history, spent = 0, 0, 0, {"cider": -1.0, "step": 0}, [], 0.0
+    amp_dtype, scaler = _amp(cfg, device)
     if resume and (out_dir / "last.pt").exists():
         ck = load_checkpoint(out_dir / "last.pt", map_location=device)
         check_compatible(ck, cfg, vocab, out_dir / "last.pt")
@@ -465,6 +481,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             avg.module["encoder"].load_state_dict(ck["encoder"]); avg.module["model"].load_state_dict(ck["model"])
             avg.n_averaged.fill_(ck["ema_updates"])
         opt.load_state_dict(ck["optimizer"]); sched.load_state_dict(ck["scheduler"])
+        if scaler is not None and "scaler" in ck: scaler.load_state_dict(ck["scaler"])   # else a bf16 or float32 run goes on in fp16
         step, epoch, pos, best, history = ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"]
         spent = ck.get("minutes", 0.0)                                 # a time budget counts the minutes before the resume
         ranks = ck.get("rng_ranks") or [ck["rng"]]
@@ -479,7 +496,6 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         loss_fn_step = GlobalBatchLoss(DDP(_LossOf(model), device_ids=ids, find_unused_parameters=cfg.model == "hard"), world, mean_words)
         log(f"distributed training on {world} processes ({dist.get_backend()}), {cfg.batch_size} captions per step in all")
     elif mean_words: loss_fn_step = FixedWordWeight(mean_words)
-    amp_dtype, scaler = _amp(cfg, device)
     avg_of = nn.ModuleDict({"encoder": encoder, "model": model})
     def averaged():
         "The average once it has seen a step (before that its copy may predate the weights loaded above)."
@@ -491,7 +507,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         if world > 1 and everyone:
             ranks = [None] * world; dist.all_gather_object(ranks, rng_state())
         if rank == 0:
-            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes(), averaged())
+            state = checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, best, history, minutes(), averaged(), scaler)
             if ranks: state["rng_ranks"] = ranks
             save_checkpoint(state, out_dir / name)
         if world > 1 and everyone: dist.barrier()

@@ -158,3 +158,18 @@ def test_scst_sampler_flags_reach_the_config():
     assert (cfg.scst_temperature, cfg.scst_dropout) == (0.5, False)
     cfg = config_from_args(build_parser().parse_args(base))
     assert (cfg.scst_temperature, cfg.scst_dropout) == (1.0, True)
+
+
+def test_amp_dtype_flag(capsys):
+    "--amp alone is auto; --amp-dtype fp16 turns --amp on; an unknown type is a usage error that lists the choices."
+    from sat_tutorial.cli import config_from_args
+    base = ["train", "--out", "x", "--model", "soft", "--data", "scenes"]
+    cfg = config_from_args(build_parser().parse_args(base + ["--amp"]))
+    assert (cfg.amp, cfg.amp_dtype) == (True, "auto")
+    cfg = config_from_args(build_parser().parse_args(base + ["--amp-dtype", "fp16"]))
+    assert (cfg.amp, cfg.amp_dtype) == (True, "fp16")
+    cfg = config_from_args(build_parser().parse_args(base))
+    assert (cfg.amp, cfg.amp_dtype) == (False, "auto")
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(base + ["--amp-dtype", "half"])
+    assert e.value.code == 2 and "choose from 'auto', 'bf16', 'fp16'" in capsys.readouterr().err

@@ -7,6 +7,24 @@ from sat_tutorial.core import (check_shape, find_data, get_device, load_checkpoi
                                seed_everything, set_rng_state)
 
 
+class _OnGPU:
+    "Stands for a tensor that `load_checkpoint(map_location='cuda')` put on a GPU: usable only after `.cpu()`."
+    def __init__(self, t): self.t = t
+    def cpu(self): return self.t
+    def numpy(self): raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+
+def test_rng_state_restores_from_states_mapped_to_a_gpu():
+    "`fit` loads last.pt with map_location its device, so on a GPU the saved RNG states arrive there (resume failed on an H200 in stop 35)."
+    seed_everything(3); st = rng_state()
+    want = (random.random(), float(np.random.rand()), float(torch.rand(())))
+    kind, keys, pos, has_gauss, cached = st["numpy"]
+    moved = {**st, "numpy": [kind, _OnGPU(keys), pos, has_gauss, cached], "torch": _OnGPU(st["torch"])}
+    seed_everything(4)
+    set_rng_state(moved)
+    assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == want
+
+
 def test_seed_and_rng_roundtrip_through_checkpoint(tmp_path):
     seed_everything(3)
     save_checkpoint({"rng": rng_state()}, tmp_path / "c.pt")

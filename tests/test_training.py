@@ -421,6 +421,31 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
         assert tr._amp(scenes_config(), torch.device("cpu")) == (None, None)
 
 
+def test_amp_dtype_choices(monkeypatch):
+    "`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."
+    import warnings
+    import sat_tutorial.training as tr
+    monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: True)
+    cpu = torch.device("cpu")
+    with pytest.warns(UserWarning, match="fp16 on a CPU"):
+        dtype, scaler = tr._amp(scenes_config(amp=True, amp_dtype="fp16"), cpu)
+    assert dtype == torch.float16 and isinstance(scaler, torch.amp.GradScaler)
+    assert tr._amp(scenes_config(amp=True, amp_dtype="bf16"), cpu) == (torch.bfloat16, None)
+    assert tr._amp(scenes_config(amp_dtype="fp16"), cpu) == (None, None)             # without amp: float32
+    with pytest.raises(ValueError, match="amp_dtype must be one of"):
+        tr._amp(scenes_config(amp=True, amp_dtype="float16"), cpu)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)       # a GPU without bf16 (V100, T4)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                                              # no CUDA here: the scaler says it is disabled
+        dtype, scaler = tr._amp(scenes_config(amp=True), torch.device("cuda"))
+    assert dtype == torch.float16 and scaler is not None
+    with pytest.raises(ValueError, match="Tesla V100 has no bfloat16"):
+        tr._amp(scenes_config(amp=True, amp_dtype="bf16"), torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert tr._amp(scenes_config(amp=True), torch.device("cuda")) == (torch.bfloat16, None)
+
+
 @pytest.mark.parametrize("dropout", [True, False])
 def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
     "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
