@@ -123,7 +123,7 @@ def quality(args):
     mirror = features(recs, args.encoder, args.limit_images, args, device, mirror=True) if args.mirror else None
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=str(mirror) if mirror else None, encoder=args.encoder, encoder_weights="DEFAULT",
-                      grid=grid, embed_dim=512, hidden_dim=512, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
+                      grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, amp_dtype=args.amp_dtype[0], num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
@@ -299,6 +299,9 @@ def name(args) -> str:
     if args.input_dropout: lr += f"_indrop{args.input_dropout:g}"
     if args.label_smoothing: lr += f"_ls{args.label_smoothing:g}"
     if args.ema: lr += f"_ema{args.ema:g}"
+    if args.hidden_dim != 512: lr += f"_h{args.hidden_dim}"
+    if args.batch_size != 64: lr += f"_b{args.batch_size}"
+    if args.amp: lr += "_amp" + ("" if args.amp_dtype[0] == "auto" else args.amp_dtype[0])   # runs in another precision keep their own checkpoints
     if args.plan_steps: lr += f"_steps{args.plan_steps}"                   # a run planned over other steps keeps its own checkpoints
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
     if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
@@ -365,7 +368,7 @@ def throughput(args):
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     base = dict(model=args.model, data="flickr8k", encoder=args.encoder, encoder_weights=args.encoder_weights, grid=grid,
                 image_size=args.image_size, embed_dim=512,
-                hidden_dim=512, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
+                hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, batch_size=args.batch_size, min_count=1, num_workers=args.workers)
     rows = []
     amps = [None] + ([] if args.skip_amp else list(args.amp_dtype))    # None: float32; else --amp with this amp_dtype
     runs = [(False, amp, 0, 0) for amp in amps] + [(True, amp, 0, 0) for amp in amps if args.online_steps]
@@ -426,7 +429,7 @@ def throughput(args):
     cols = ["inputs", "amp", "steps", "samples", "seconds", "samples_per_s", "nll_first_last"] + (["peak_gpu_mib"] if device.type == "cuda" else [])
     table(rows, cols)
     dim = __import__("h5py").File(feats, "r")["feats"].shape[2]
-    print(f"(training: {args.model} attention, 512/512/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
+    print(f"(training: {args.model} attention, 512/{args.hidden_dim}/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
           f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} weights); samples = captions; extraction: images)")
     out = Path(args.out or OUT / "flickr8k_throughput.json")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -448,6 +451,7 @@ def main(argv=None):
                    "448 gives EfficientNet-Lite0 a 14x14 grid, the paper's; default: the backbone's own size)")
     p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
     p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--hidden-dim", type=int, default=512, help="LSTM size (the issue's paper configuration: 512; embedding and attention stay 512)")
     p.add_argument("--lr", type=float, default=LR, help="Adam's peak rate (200 warm-up steps, then cosine decay to a tenth)")
     p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
     p.add_argument("--mirror", action="store_true", help="quality: also train on the training images flipped left to right, 'left' and "

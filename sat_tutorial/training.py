@@ -319,7 +319,11 @@ def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
     dev = get_device(device)
     if world <= 1 and not (dist.is_available() and dist.is_initialized()): return 0, 1, dev, False
     if dev.type == "cuda":
-        dev = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))); torch.cuda.set_device(dev)
+        local, n_gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
+        if local >= n_gpus:   # else CUDA's "invalid device ordinal" from set_device
+            raise RuntimeError(f"torchrun process with LOCAL_RANK {local} has no GPU of its own: this machine has {n_gpus}. "
+                               f"Start at most {n_gpus} per machine (--nproc_per_node), or train on CPUs with --device cpu")
+        dev = torch.device("cuda", local); torch.cuda.set_device(dev)
     started = not dist.is_initialized()
     if started:   # generous timeout: the other processes wait while process 0 validates
         from datetime import timedelta

@@ -421,6 +421,16 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
         assert tr._amp(scenes_config(), torch.device("cpu")) == (None, None)
 
 
+def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
+    "LOCAL_RANK 1 on a machine with one GPU: a message that says what to change, before any process group is joined."
+    import sat_tutorial.training as tr
+    monkeypatch.setenv("WORLD_SIZE", "2"); monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(tr, "get_device", lambda device: torch.device("cuda"))
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(RuntimeError, match="LOCAL_RANK 1 has no GPU of its own: this machine has 1. Start at most 1"):
+        tr.init_distributed("cuda")
+
+
 def test_amp_dtype_choices(monkeypatch):
     "`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."
     import warnings
