@@ -43,7 +43,7 @@ from sat_tutorial.core import get_device  # noqa: E402
 from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
-from sat_tutorial.training import (EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
+from sat_tutorial.training import (AMP_DTYPES, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
                                    load_captioner, open_features, training_set)
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
@@ -395,7 +395,8 @@ def throughput(args):
         cnn = build_encoder(args.encoder, weights=args.encoder_weights, grid=None).eval().to(device)
         x = torch.randn(args.extract_batch, 3, size, size, device=device)
         for amp in amps:
-            amp_dtype, _ = _amp(TrainConfig(amp=amp is not None, amp_dtype=amp or "auto"), device)
+            amp_cfg = TrainConfig(amp=amp is not None, amp_dtype=amp or "auto")
+            amp_dtype, _ = _amp(amp_cfg, device)
             with torch.no_grad(), torch.autocast(device.type, dtype=amp_dtype or torch.float32, enabled=amp_dtype is not None):
                 for i in range(2 + args.steps):
                     if i == 2: sync(device); t0 = time.perf_counter()
@@ -403,7 +404,7 @@ def throughput(args):
                 sync(device)
             secs = time.perf_counter() - t0
             rows.append({"inputs": f"CNN forward alone ({args.encoder}, {size} px, batch {args.extract_batch} on the device)",
-                         "amp": {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype], "steps": args.steps, "samples": args.steps * args.extract_batch,
+                         "amp": amp_name(amp_cfg, device), "steps": args.steps, "samples": args.steps * args.extract_batch,
                          "seconds": round(secs, 3), "samples_per_s": round(args.steps * args.extract_batch / secs, 2),
                          "nll_first_last": "", "peak_gpu_mib": None})
             print(rows[-1])
@@ -464,7 +465,7 @@ def main(argv=None):
     p.add_argument("--val-every", type=int, default=500, help="validate (greedy decoding, CIDEr) every N steps")
     p.add_argument("--patience", type=int, default=6, help="stop after N validations without a CIDEr gain")
     p.add_argument("--amp", action="store_true", help="train with mixed precision (bf16 on a CPU)")
-    p.add_argument("--amp-dtype", nargs="+", choices=["auto", "bf16", "fp16"], default=["auto"],
+    p.add_argument("--amp-dtype", nargs="+", choices=AMP_DTYPES, default=["auto"],
                    help="the autocast type of --amp (quality: one) or of throughput's AMP rows (one row each): auto is bf16 where "
                         "the device has it, else fp16 with loss scaling; fp16 is loss-scaled on any device")
     p.add_argument("--skip-amp", action="store_true", help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)")
