@@ -49,7 +49,7 @@ def main(argv=None):
     items = [(store.load_record(r), torch.tensor(vocab.encode(c, cfg.max_len))) for r in recs[args.split] for c in r.captions]
     per_step = model.credit == "reward_to_go"
     b = float(model.baseline)                                              # the moving average: per word with rtg, else per caption
-    G0, B0ma, B0ex, Gt, Btma, Btex = [], [], [], [], [], []
+    G0, B0ma, B0ex, Gt, Btma, Btex, n_words = [], [], [], [], [], [], 0
     model.train()                                                          # sampled locations and dropout, as in a training step
     with torch.no_grad():
         for i in range(0, len(items), args.batch):
@@ -60,18 +60,21 @@ def main(argv=None):
             word = -word_nll(logits, caps, lengths)                        # (B, T) log p(y_t | ·, s̃)
             mask = target_mask(caps, lengths)
             G = rewards_to_go(word)                                        # (B, T) G_t
-            n_from = rewards_to_go(mask.to(word.dtype))                    # words from step t on
-            bma = b * n_from if per_step else torch.full_like(G, b)        # G_0 − bma[:, 0] is the caption's advantage either way
-            bex = rewards_to_go(model.expected_reward(feats, caps, lengths, per_word=True))
-            G0.append(G[:, 0]); B0ma.append(bma[:, 0]); B0ex.append(bex[:, 0])
-            Gt.append(G[mask]); Btma.append(bma[mask]); Btex.append(bex[mask])
-    G0, B0ma, B0ex, Gt, Btma, Btex = map(torch.cat, (G0, B0ma, B0ex, Gt, Btma, Btex))
-    res = {"checkpoint": str(args.checkpoint), "split": args.split, "captions": len(G0), "words": len(Gt), "credit": model.credit, "moving_average": b,
+            bma = model.baseline_values(feats, caps, lengths, "moving_average")   # what the model's `loss` subtracts:
+            bex = model.baseline_values(feats, caps, lengths, "expected")         # (B, T) with reward-to-go credit, else per caption
+            G0.append(G[:, 0]); n_words += int(mask.sum())
+            if per_step:                                                   # b_0 is the whole caption's baseline
+                B0ma.append(bma[:, 0]); B0ex.append(bex[:, 0])
+                Gt.append(G[mask]); Btma.append(bma[mask]); Btex.append(bex[mask])
+            else: B0ma.append(bma.expand(len(G))); B0ex.append(bex)
+    G0, B0ma, B0ex = map(torch.cat, (G0, B0ma, B0ex))
+    if per_step: Gt, Btma, Btex = map(torch.cat, (Gt, Btma, Btex))
+    res = {"checkpoint": str(args.checkpoint), "split": args.split, "captions": len(G0), "words": n_words, "credit": model.credit, "moving_average": b,
            "caption": {"none": stats(G0, G0, torch.zeros_like(G0)), "moving_average": stats(G0 - B0ma, G0, B0ma),
                        "expected": stats(G0 - B0ex, G0, B0ex)},
            "reward_to_go": {"none": stats(Gt, Gt, torch.zeros_like(Gt)), "moving_average": stats(Gt - Btma, Gt, Btma),
                             "expected": stats(Gt - Btex, Gt, Btex)} if per_step else None}
-    print(f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} {args.split} images, {len(Gt)} words; moving average b = {b:.3f} per {'word' if per_step else 'caption'}")
+    print(f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} {args.split} images, {n_words} words; moving average b = {b:.3f} per {'word' if per_step else 'caption'}")
     print(f"{'advantage':28}{'rms G_0 - b':>14}{'mean':>10}{'corr(b, G)':>12}" + (f"{'rms G_t - b_t':>16}{'mean':>10}{'corr':>8}" if per_step else ""))
     for k in ("none", "moving_average", "expected"):
         c, t = res["caption"][k], (res["reward_to_go"] or {}).get(k)

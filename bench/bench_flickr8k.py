@@ -158,7 +158,7 @@ def quality(args):
     res = {"mode": "quality", "model": args.model, "encoder": args.encoder, "grid": grid, "limit_images": args.limit_images,
            "train_images": len(recs["train"]), "test_images": m["n_images"], "budget_minutes": (0 if args.scst_from else args.minutes) + args.scst_minutes,
            "train_summary": summary, "best_val": summary["best"], "test_beam3": m, "test_seconds": test_seconds,
-           "paper_flickr8k": PAPER[args.model], "config": asdict(cfg), "environment": environment(device),
+           "paper_flickr8k": PAPER[args.model], "config": run_config(tested), "environment": environment(device),
            "examples": dict(list(caps.items())[:10])}
     print()
     cols = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider"]
@@ -176,6 +176,17 @@ def quality(args):
                             if args.scst_minutes else OUT / f"flickr8k_{name(args)}.json"))
     out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
     print(f"wrote {out}")
+
+
+SCENES_ONLY = ("n_train", "n_val", "n_test")   # TrainConfig fields that only the synthetic scenes read
+
+
+def run_config(checkpoint) -> dict:
+    """The configuration `checkpoint` was trained with: as `fit` resolved it (feature_dim and image size from the stored
+    features, not TrainConfig's scene defaults), without the fields only the scenes read."""
+    from sat_tutorial.training import checkpoint_config, load_checkpoint
+    cfg = asdict(checkpoint_config(load_checkpoint(checkpoint, map_location="cpu")))
+    return cfg if cfg["data"] == "scenes" else {k: v for k, v in cfg.items() if k not in SCENES_ONLY}
 
 
 READS = {"hard": ["argmax", "marginal", "expected"], "soft": [None]}

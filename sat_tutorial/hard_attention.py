@@ -165,6 +165,19 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         word_logp = -word_nll(logits, captions, lengths)                          # (B, T)
         return word_logp if per_word else word_logp.sum(1)
 
+    def baseline_values(self, feats, captions, lengths, kind: str | None = None, dtype=torch.float32) -> torch.Tensor:
+        """The baseline `loss` subtracts from each reward: `(B, T)`, b_t for G_t, with reward-to-go credit; else one per caption, `(B,)`
+        (the moving average: one number for all, a 0-d tensor). `kind`, `baseline_kind` by default: 'moving_average', b_{k−1}
+        (× the words from step t on); 'expected', log p(y | a, Σ α a) of each caption (its words from step t on)."""
+        kind = kind or self.baseline_kind
+        if kind not in self.BASELINES: raise ValueError(f"kind must be one of {self.BASELINES}, got {kind!r}")
+        per_step = self.credit == "reward_to_go"
+        if kind == "expected":
+            exp_logp = self.expected_reward(feats, captions, lengths, per_word=True)   # (B, T)
+            return rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
+        b = self.baseline.to(dtype, copy=True)                                     # b_{k−1}, kept apart from later updates
+        return b * rewards_to_go(target_mask(captions, lengths).to(dtype)) if per_step else b
+
     @torch.no_grad()
     def update_baseline(self, reward: float) -> None:
         "b_k = d·b_{k−1} + (1 − d)·reward with d = `baseline_decay` (0.9); the first update sets b = reward."
@@ -191,13 +204,10 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         log_ps = location_log_probs(alpha, s, mask) if per_step else location_log_prob(alpha, s, mask)   # (B, T) or (B,)
         H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
-        b = self.baseline.to(log_py.dtype, copy=True)                              # b_{k−1}, kept apart from the update below
-        if per_step: b = b * rewards_to_go(mask.to(b.dtype))                       # b per word × the words from step t on
-        if self.baseline_kind == "expected":                                       # b(a, y) for the images that sampled
+        if self.baseline_kind == "expected":                                       # b(a, y), only for the images that sampled
             rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_ps)
-            if len(rows):
-                exp_logp = self.expected_reward(feats[rows], captions[rows], lengths[rows], per_word=True)   # (n, T)
-                b[rows] = rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
+            if len(rows): b[rows] = self.baseline_values(feats[rows], captions[rows], lengths[rows])
+        else: b = self.baseline_values(feats, captions, lengths, dtype=log_py.dtype)   # b_{k−1}, kept apart from the update below
         ell = reinforce_surrogate(fit, log_ps, H, b, sampled, self.lambda_r, self.lambda_e,   # the reward stays log p(y | s̃, a)
                                   rewards_to_go(word_logp) if per_step else log_py)
         loss = -ell.sum() / n_words

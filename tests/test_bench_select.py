@@ -44,3 +44,7 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
         bench.main(["select", "--run", str(run), "--candidates", "-1", "--device", "cpu"])
     with pytest.raises(SystemExit, match="--criterion 'bleu5'"):
         bench.main(["select", "--run", str(run), "--criterion", "bleu5", "--device", "cpu"])
+    # what quality records as the run's configuration: the one fit trained with (D from the stored features, 16 here, not
+    # TrainConfig's scene default 128), without the fields only the scenes read
+    rc = bench.run_config(run / "best.pt")
+    assert rc["feature_dim"] == 16 != TrainConfig.feature_dim and rc["hidden_dim"] == 8 and not set(bench.SCENES_ONLY) & set(rc)

@@ -141,6 +141,27 @@ def test_baseline_buffer(tmp_path):
     assert float(m2.baseline) == float(m.baseline) and int(m2.baseline_steps) == 2
 
 
+@pytest.mark.parametrize("credit", ["caption", "reward_to_go"])
+def test_baseline_values_are_the_definitions(credit):
+    "What `loss` subtracts: b_{k−1} per caption, or b × the words from step t on; log p(y | a, Σ α a) per caption, or from step t on."
+    m, feats, caps, lengths = small_model(credit=credit)
+    m.baseline.fill_(-3.5)
+    n_from = (lengths - 1)[:, None] - torch.arange(caps.shape[1] - 1)                 # words from step t on (targets: T − 1)
+    ma = m.baseline_values(feats, caps, lengths, "moving_average")
+    ex = m.baseline_values(feats, caps, lengths, "expected")
+    per_word = m.expected_reward(feats, caps, lengths, per_word=True)                 # (B, T − 1), zero past each caption
+    assert torch.equal(per_word[target_mask(caps, lengths) == 0], torch.zeros(int((target_mask(caps, lengths) == 0).sum())))
+    if credit == "caption":
+        assert ma.dim() == 0 and float(ma) == -3.5
+        torch.testing.assert_close(ex, m.expected_reward(feats, caps, lengths))
+    else:
+        torch.testing.assert_close(ma, -3.5 * n_from.clamp(min=0).float())
+        torch.testing.assert_close(ex[:, 0], per_word.sum(1))                           # b_0: the whole caption's
+        torch.testing.assert_close(ex, per_word.flip(1).cumsum(1).flip(1))
+    m.baseline_kind = "expected"; assert torch.equal(m.baseline_values(feats, caps, lengths), ex)
+    with pytest.raises(ValueError, match="kind must be one of"): m.baseline_values(feats, caps, lengths, "average")
+
+
 def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
     "`expected_warmup=2`: two training steps with every image on Σ α a (loss = the soft model's), then sampling starts."
     m, feats, caps, lengths = small_model(p_expected=0.0, lambda_e=0.0, expected_warmup=2)
