@@ -41,6 +41,7 @@ from benchutil import peak_gpu_mib, sync, table  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.core import get_device  # noqa: E402
 from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
+from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.training import (AMP_DTYPES, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
@@ -204,6 +205,8 @@ def score(checkpoint, reads, recs: dict, split: str, device, progress=False) -> 
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, one[split], None, vocab, beam_size=3, max_len=20, device=device, progress=progress, loader=store.load_record)
     store.close()
+    bb = bleu_brevity({r.filename: r.raw for r in one[split]}, caps)      # Xu et al. report BLEU without BP: equal where bp = 1
+    m.update(bleu_length_ratio=bb["ratio"], bleu_bp=bb["bp"])
     return m, caps, time.perf_counter() - t0
 
 
@@ -243,7 +246,7 @@ def select(args):
     test, caps, _ = score(kept[pick["step"]], pick["reads"], recs, "test", device)
     best_pt = load_checkpoint(run / "best.pt", map_location="cpu")["step"]
     reference = {r or "soft": score(run / "best.pt", r, recs, "test", device)[0] for r in READS[cfg.model]}
-    head = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", "mean_length"]
+    head = ["bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider", "mean_length", "bleu_bp"]
     print(f"\n{'Flickr8k test (beam 3)':52}" + "".join(f"{c:>12}" for c in head))
     label = f"selected on val: step {pick['step']}, {pick['reads'] or 'soft'} reads"
     print(f"{label:52}" + "".join(f"{test[c]:12.2f}" for c in head))

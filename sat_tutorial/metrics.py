@@ -15,7 +15,7 @@ import torch
 from .data import tokenize
 
 # %% auto #0
-__all__ = ['METRICS', 'CiderD', 'java_available', 'spice_available', 'score', 'grid_boxes', 'box_fraction',
+__all__ = ['METRICS', 'CiderD', 'java_available', 'spice_available', 'score', 'bleu_brevity', 'grid_boxes', 'box_fraction',
            'attention_correctness']
 
 # %% ../nbs/09_metrics.ipynb #c27313c1
@@ -103,6 +103,17 @@ def score(refs: Mapping, hyps: Mapping, meteor: bool = True, spice: bool = False
             out["spice"] = Spice().compute_score(gts, res)[0]
         else: _warn_once("spice", "SPICE needs Java and Stanford CoreNLP (downloaded on first use): not computed")
     return {k: (None if v is None else 100 * float(v)) for k, v in out.items()}
+
+# %% ../nbs/09_metrics.ipynb #bleubrevity
+def bleu_brevity(refs: Mapping, hyps: Mapping) -> dict:
+    """BLEU's length terms for `hyps` against `refs`, tokenised as `score`: `ratio`, c/r, the hypotheses' total length over that of
+    the reference closest in length to each (ties: the shorter, as the COCO code), and `bp`, the brevity penalty in `score`'s BLEU."""
+    c = r = 0
+    for k, h in hyps.items():
+        n = len(tokenize(h))
+        c += n; r += min((abs(len(tokenize(x)) - n), len(tokenize(x))) for x in refs[k])[1]
+    if r == 0: raise ValueError("bleu_brevity: the closest references are all empty")
+    return {"ratio": c / r, "bp": 1.0 if c > r else (math.exp(1 - r / c) if c else 0.0)}
 
 # %% ../nbs/09_metrics.ipynb #42ad846e
 def grid_boxes(grid_h: int, grid_w: int, height: float, width: float) -> torch.Tensor:

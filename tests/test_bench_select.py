@@ -37,8 +37,13 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
     pick = res["selected"]
     assert pick["reads"] in ("argmax", "marginal") and crit(pick) == best
     # the test row is the selected checkpoint decoded on test under the selected reading
-    m, _, _ = bench.score(run / f"val_step{pick['step']}.pt", pick["reads"], bench.records(0), "test", "cpu")
-    assert {k: m[k] for k in ("bleu4", "meteor", "cider")} == {k: res["test_beam3_selected"][k] for k in ("bleu4", "meteor", "cider")}
+    m, caps, _ = bench.score(run / f"val_step{pick['step']}.pt", pick["reads"], bench.records(0), "test", "cpu")
+    same = ("bleu4", "meteor", "cider", "bleu_length_ratio", "bleu_bp")
+    assert {k: m[k] for k in same} == {k: res["test_beam3_selected"][k] for k in same}
+    # with BLEU's length terms of those captions (the paper's BLEU has no brevity penalty: equal where bp = 1)
+    from sat_tutorial.metrics import bleu_brevity
+    bb = bleu_brevity({r.filename: r.raw for r in bench.records(0)["test"]}, caps)
+    assert (m["bleu_length_ratio"], m["bleu_bp"]) == (bb["ratio"], bb["bp"]) and (bb["bp"] == 1.0) == (bb["ratio"] >= 1)
     assert set(res["test_beam3_best_pt"]) == {"argmax", "marginal", "expected"}
     with pytest.raises(SystemExit, match="--candidates -1"):
         bench.main(["select", "--run", str(run), "--candidates", "-1", "--device", "cpu"])
