@@ -1,12 +1,14 @@
 """Show, Attend and Tell on real images: Flickr8k (Karpathy split) from stored EfficientNet-Lite0 features.
 
-Two modes:
+Four modes:
 
     quality     extract features once (resumable), train soft or hard attention on Karpathy train from the features for
                 a time budget, keep the checkpoint with the best validation CIDEr, evaluate it on the 1,000 test images
                 with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the paper's Flickr8k row.
     throughput  training samples/s from stored features and with the CNN run online (each without and with --amp:
                 bf16 autocast on a CPU; --amp-dtype bf16 fp16 times both on a GPU), and feature-extraction images/s.
+    ensemble    several selected runs decoded as one (each word's distribution the mean of theirs): each member at the
+                checkpoint and reading its `select` picked on val; scored on val, then test, at beam 3.
     select      selection on validation only, as the paper's early stopping on BLEU: of a finished quality run's
                 validated checkpoints (val_step<N>.pt), every one after hard attention's warm-up (or, with --candidates
                 N, the N with the highest greedy val BLEU-4) is decoded on val with beam 3 under each test-time reading (hard attention: argmax and marginal; expected reads
@@ -21,6 +23,7 @@ Two modes:
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --mirror        # also the training images flipped left to right
     .venv/bin/python bench/bench_flickr8k.py throughput
     .venv/bin/python bench/bench_flickr8k.py select --run bench/out/flickr8k_hard_..._run
+    .venv/bin/python bench/bench_flickr8k.py ensemble --runs bench/out/flickr8k_hard_..._run bench/out/flickr8k_hard_..._seed1_run
     .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
 
 Data: $SAT_TUTORIAL_DATA/flickr8k (dataset_flickr8k.json + images/). Needs the optional backbone:
@@ -45,7 +48,7 @@ from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.training import (AMP_DTYPES, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
-                                   load_captioner, open_features, training_set)
+                                   load_ensemble, open_features, training_set)
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
@@ -196,10 +199,13 @@ SELECTABLE = {"argmax", "marginal", None}   # expected reads (Σ α a) no longer
 
 def score(checkpoint, reads, recs: dict, split: str, device, progress=False) -> tuple[dict, dict, float]:
     """Metrics and captions of `checkpoint` on `recs[split]` at beam 3 from the run's stored features (hard attention read as
-    `reads`; None: the model's own), and the seconds the decoding took."""
+    `reads`; None: the model's own), and the seconds the decoding took. A list of checkpoints (and of reads, one each) is
+    decoded as one ensemble (`decoding.Ensemble`)."""
     from sat_tutorial.cli import set_reads
-    enc, model, vocab, cfg = load_captioner(checkpoint, device)
-    set_reads(model, reads, checkpoint)
+    cks = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
+    reads = list(reads) if isinstance(reads, (list, tuple)) else [reads] * len(cks)
+    enc, model, vocab, cfg = load_ensemble(cks, device)
+    for member, r, ck in zip(getattr(model, "members", [model]), reads, cks): set_reads(member, r, ck)
     one = {split: recs[split]}
     store = open_features(cfg, one)[split]                     # checks the file; `one` loses images without features (counted)
     t0 = time.perf_counter()
@@ -259,6 +265,42 @@ def select(args):
            "environment": environment(device), "examples": dict(list(caps.items())[:10])}
     out = Path(args.out or run.with_name(run.name.removesuffix("_run") + "_select.json"))
     out.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {out}")
+
+
+def ensemble(args):
+    """Several finished runs, each at the checkpoint and reading its `select` picked on val, decoded as one ensemble (each
+    word's distribution the mean of theirs) on val, then on test, at beam 3. Nothing here looks at test before it reports."""
+    from sat_tutorial.training import load_checkpoint
+    device = get_device(args.device)
+    recs = records(args.limit_images)
+    members = []
+    for given in map(Path, args.runs):                                     # a select JSON, or a run with its select JSON beside it
+        sel = given if given.suffix == ".json" else given.with_name(given.name.removesuffix("_run") + "_select.json")
+        if not sel.exists(): raise SystemExit(f"{sel} not found: run `bench_flickr8k.py select --run {given}` first (the ensemble takes each run's pick on val)")
+        pick = json.loads(sel.read_text())
+        r = Path(pick["run"])
+        members.append({"run": str(r), "checkpoint": str(r / f"val_step{pick['selected']['step']}.pt"), "reads": pick["selected"]["reads"],
+                        "val_beam3": pick["selected"]["val_beam3"], "test_beam3": pick["test_beam3_selected"]})
+    cks, reads = [m["checkpoint"] for m in members], [m["reads"] for m in members]
+    out = {}
+    for split in ("val", "test"):
+        m, caps, secs = score(cks, reads, recs, split, device, progress=True)
+        m["seconds"] = round(secs, 1); out[split] = (m, caps)
+    head = ["bleu1", "bleu4", "meteor", "rouge_l", "cider", "mean_length", "bleu_bp"]
+    print(f"\n{'Flickr8k, beam 3':44}{'split':>6}" + "".join(f"{c:>12}" for c in head))
+    for mem in members:
+        for split in ("val", "test"):
+            label = f"{Path(mem['run']).name.removeprefix('flickr8k_')[-40:]}"
+            print(f"{label:44}{split:>6}" + "".join(f"{mem[split + '_beam3'].get(c, float('nan')):12.2f}" for c in head))
+    for split in ("val", "test"):
+        print(f"{'ensemble of the ' + str(len(members)):44}{split:>6}" + "".join(f"{out[split][0][c]:12.2f}" for c in head))
+    cfg = TrainConfig.from_dict(load_checkpoint(cks[0], map_location="cpu")["config"])
+    print(f"{'paper: ' + cfg.model + ', VGG-19 14x14 (one model)':44}{'test':>6}" + "".join(f"{PAPER[cfg.model][c]:12.2f}" if c in PAPER[cfg.model] else f"{'':>12}" for c in head))
+    res = {"mode": "ensemble", "members": members, "val_beam3": out["val"][0], "test_beam3": out["test"][0],
+           "paper_flickr8k": PAPER[cfg.model], "environment": environment(device), "examples": dict(list(out["test"][1].items())[:10])}
+    first = Path(members[0]["run"])
+    dest = Path(args.out or first.with_name(first.name.removesuffix("_run") + f"_ensemble{len(members)}.json"))
+    dest.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {dest}")
 
 
 def self_critical(ce_checkpoint: Path, args, recs, device, ce_run_minutes: float | None = None) -> dict:
@@ -456,7 +498,7 @@ def throughput(args):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
-    p.add_argument("mode", choices=["quality", "throughput", "select"])
+    p.add_argument("mode", choices=["quality", "throughput", "select", "ensemble"])
     p.add_argument("--model", choices=["soft", "hard"], default="soft")
     p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
     p.add_argument("--encoder-weights", default="DEFAULT", help="the backbone's pretrained weights, or 'none' for random ones "
@@ -528,6 +570,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="quality: continue an interrupted training run")
     p.add_argument("--run", help="select: a quality run's folder (bench/out/flickr8k_<name>_run)")
+    p.add_argument("--runs", nargs="+", default=[], help="ensemble: two or more runs that `select` has picked from (each a run "
+                   "folder with its *_select.json beside it, or that JSON); they must read the same stored features and share a vocabulary")
     p.add_argument("--candidates", type=int, default=0, help="select: how many validated checkpoints to decode at beam 3, those with the "
                    "highest greedy val BLEU-4; 0, the default, decodes every one (the top-3 filter dropped the beam-3 val best in "
                    "both runs where all were decoded, bench/RESULTS.md; ~2.4 min per checkpoint on 2 CPU cores)")
@@ -540,10 +584,11 @@ def main(argv=None):
     if args.mode == "quality" and args.random_weights: p.error("--encoder-weights none is for throughput: random features caption nothing")
     warnings.filterwarnings("ignore", message=".*captions longer than max_len.*")
     if args.mode == "select" and not args.run: p.error("select needs --run")
+    if args.mode == "ensemble" and len(args.runs) < 2: p.error("ensemble needs two or more runs: --runs RUN RUN ...")
     if args.baseline != "moving_average" and args.model != "hard": p.error("--baseline is for --model hard")
     if args.mode == "quality" and len(args.amp_dtype) > 1: p.error("quality trains once: give --amp-dtype one type")
     if args.beta_gate and args.model != "hard": p.error("--beta-gate is for --model hard: soft attention always has the gate")
-    {"quality": quality, "throughput": throughput, "select": select}[args.mode](args)
+    {"quality": quality, "throughput": throughput, "select": select, "ensemble": ensemble}[args.mode](args)
 
 
 if __name__ == "__main__":

@@ -163,9 +163,12 @@ _READS_HELP = ("hard attention only, how the model reads at test time: argmax (o
 def set_reads(model, reads: str | None, checkpoint) -> None:
     "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
     if reads is None: return
-    if not hasattr(model, "marginal_k"):
-        raise SystemExit(f"--reads applies to hard-attention checkpoints; {checkpoint} holds a {type(model).__name__}")
-    model.inference = reads
+    members = list(getattr(model, "members", [model]))                         # an ensemble: its hard-attention members
+    hard = [m for m in members if hasattr(m, "marginal_k")]
+    if not hard:
+        raise SystemExit(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
+                         + " and ".join(type(m).__name__ for m in members))
+    for m in hard: m.inference = reads
 
 def add_reads(p) -> None:
     p.add_argument("--reads", choices=["argmax", "marginal", "expected"], default=None, help=_READS_HELP)
@@ -190,7 +193,9 @@ def add_decoding(p) -> None:
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
                        formatter_class=HelpFormatter)
-    p.add_argument("--checkpoint", required=True, help="a checkpoint written by `train`")
+    p.add_argument("--checkpoint", required=True, nargs="+", help="a checkpoint written by `train`; several: decoded as one "
+                   "ensemble, each word's distribution the mean of theirs (they must read the same annotations: the same stored "
+                   "features or frozen backbone, and one vocabulary; notebook 08)")
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
@@ -201,13 +206,14 @@ def add_evaluate(sub) -> None:
 
 def cmd_evaluate(args) -> int:
     from sat_tutorial.core import get_device
-    from sat_tutorial.training import evaluate, load_captioner
+    from sat_tutorial.training import evaluate, load_ensemble
     dev = get_device(args.device)
-    enc, model, vocab, cfg = load_captioner(args.checkpoint, dev, live=args.live_weights)
-    set_reads(model, args.reads, args.checkpoint)
+    names = " + ".join(map(str, args.checkpoint))
+    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=args.live_weights)
+    set_reads(model, args.reads, names)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit: recs = recs[:args.limit]
-    print(f"evaluating {args.checkpoint} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
+    print(f"evaluating {names} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
           + (f", {args.reads} reads" if args.reads else "") + (", live weights" if args.live_weights else ""))
     t0 = time.perf_counter()
     m, caps = evaluate(enc, model, recs, tf, vocab, args.beam_size, args.max_len, dev, progress=True, loader=loader,
@@ -216,7 +222,7 @@ def cmd_evaluate(args) -> int:
     for k, v in m.items(): print(f"  {k:>22}: {v:.2f}" if isinstance(v, float) else f"  {k:>22}: {v}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint), "split": args.split, "beam_size": args.beam_size,
+        Path(args.json).write_text(json.dumps({"checkpoint": str(args.checkpoint[0]), "checkpoints": list(map(str, args.checkpoint)), "split": args.split, "beam_size": args.beam_size,
                                                "no_unk": args.no_unk, "reads": args.reads, "length_norm": args.length_norm, "live_weights": args.live_weights, "metrics": m, "captions": caps}, indent=1))
         print(f"wrote {args.json}")
     return 0

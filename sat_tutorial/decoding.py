@@ -5,13 +5,14 @@
 # %% ../nbs/08_decoding.ipynb #50ff5180
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
 # %% auto #0
-__all__ = ['Caption', 'expand_state', 'select_state', 'greedy', 'beam_search', 'decode', 'sample']
+__all__ = ['Caption', 'expand_state', 'select_state', 'greedy', 'beam_search', 'decode', 'Ensemble', 'sample']
 
 # %% ../nbs/08_decoding.ipynb #ca1d33d4
 @dataclass
@@ -80,8 +81,9 @@ def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 2
     model.eval()
     ban = _suppressed(suppress, feats.device)
     B, K, dev = feats.shape[0], beam_size, feats.device
-    static = getattr(model, "static_state", ())
-    state = expand_state(model.init_state(feats), K, static)                  # (B*K, ...); per-image constants (B, ...)
+    state = model.init_state(feats)
+    static = getattr(model, "static_state", ())                               # read after init_state: an `Ensemble` knows it then
+    state = expand_state(state, K, static)                                    # (B*K, ...); per-image constants (B, ...)
     scores = torch.zeros(B, K, device=dev); scores[:, 1:] = float("-inf")      # only beam 0 expands at first
     words = torch.full((B * K,), 1, dtype=torch.long, device=dev)            # <start>
     finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
@@ -132,6 +134,46 @@ def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, su
     if not length_norm >= 0: raise ValueError(f"length_norm must be 0 or more, got {length_norm}")
     if beam_size == 1: return greedy(model, feats, max_len, suppress)
     return beam_search(model, feats, beam_size, max_len, length_norm=length_norm, suppress=suppress)
+
+# %% ../nbs/08_decoding.ipynb #ensemble
+class Ensemble(torch.nn.Module):
+    "Captioners that read the same annotations, decoded as one: p(y | ·) is the mean of the members' p_m(y | ·). A captioner itself (`init_state`, `step`, `forward`)."
+    def __init__(self, models: Sequence[torch.nn.Module]):
+        super().__init__()
+        if not len(models): raise ValueError("an Ensemble needs at least one captioner")
+        self.members = torch.nn.ModuleList(models)
+        self._sizes: list[int] | None = None                                     # each member's state length, from init_state
+
+    def init_state(self, feats: torch.Tensor) -> tuple:
+        "The members' states, joined into one tuple."
+        states = [m.init_state(feats) for m in self.members]
+        self._sizes = [len(s) for s in states]
+        return tuple(x for s in states for x in s)
+
+    @property
+    def static_state(self) -> tuple[int, ...]:
+        "Each member's per-image constants, at their positions in the joined state (known once `init_state` has run)."
+        if self._sizes is None: raise RuntimeError("an Ensemble knows its static_state after init_state")
+        offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes))]
+        return tuple(o + i for m, o in zip(self.members, offsets) for i in getattr(m, "static_state", ()))
+
+    def _mix(self, logps: list) -> torch.Tensor:
+        "log of the mean of the members' probabilities."
+        return torch.stack([lp.float() for lp in logps]).logsumexp(0) - math.log(len(logps))
+
+    def step(self, words: torch.Tensor, state: tuple):
+        "Every member steps on the same words with its part of the state: log of the mean p `(N, V)`, the joined state, mean α `(N, L)`."
+        if self._sizes is None or len(state) != sum(self._sizes): raise RuntimeError("an Ensemble's step needs the state of its init_state")
+        out, start = [], 0
+        for m, n in zip(self.members, self._sizes):
+            out.append(m.step(words, state[start:start + n])); start += n
+        return (self._mix([o[0] for o in out]), tuple(x for o in out for x in o[1]),
+                torch.stack([o[2].float() for o in out]).mean(0))
+
+    def forward(self, feats, captions, lengths):
+        "Teacher forcing: log of the mean p `(B, T, V)` (log-probabilities serve as logits) and the mean α `(B, T, L)`."
+        out = [m(feats, captions, lengths) for m in self.members]
+        return self._mix([o[0].float().log_softmax(-1) for o in out]), torch.stack([o[1].float() for o in out]).mean(0)
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
 def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -19,18 +19,18 @@ from torch.utils.data import DataLoader, Sampler
 from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
 from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
                                load_dataset, MIRROR_WORDS, mirror_record, tokenize)
-from .decoding import decode, greedy, sample
+from .decoding import Ensemble, decode, greedy, sample
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform
 from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'AMP_DTYPES', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models', 'input_size',
-           'transform_for', 'load_records', 'feature_file', 'open_features', 'build_vocab', 'training_set',
-           'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics',
+__all__ = ['CAPTIONERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models',
+           'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features', 'build_vocab',
+           'training_set', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics',
            'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share', 'lr_factor',
            'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner',
-           'SelfCritical']
+           'load_ensemble', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -619,6 +619,30 @@ def load_captioner(path, device="cpu", live: bool = False):
     pre = "train_" if live else ""
     encoder.load_state_dict(ck[pre + "encoder"]); model.load_state_dict(ck[pre + "model"])
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
+
+ENSEMBLE_SHARED = ("data", "encoder", "encoder_weights", "features", "grid", "image_size", "feature_dim")   # what decides the annotations
+
+def load_ensemble(paths: Sequence, device="cpu", live: bool = False):
+    """`load_captioner` for one checkpoint; for several, the first one's encoder, vocabulary and config, and a `decoding.Ensemble`
+    of the captioners. They must read the same annotations (same data, backbone, stored features or frozen encoder weights) and
+    share a vocabulary; otherwise a ValueError names the checkpoint and what differs."""
+    if not len(paths): raise ValueError("load_ensemble needs at least one checkpoint")
+    loaded = [load_captioner(p, device, live) for p in paths]
+    if len(loaded) == 1: return loaded[0]
+    enc0, _, vocab0, cfg0 = loaded[0]
+    for p, (enc, _, vocab, cfg) in zip(paths[1:], loaded[1:]):
+        if vocab != vocab0:
+            raise ValueError(f"{p} has another vocabulary than {paths[0]} ({len(vocab)} and {len(vocab0)} words): "
+                             "an ensemble averages word distributions over one vocabulary")
+        for k in ENSEMBLE_SHARED:
+            if getattr(cfg, k) != getattr(cfg0, k):
+                raise ValueError(f"{p} was trained with {k}={getattr(cfg, k)!r}, {paths[0]} with {k}={getattr(cfg0, k)!r}: "
+                                 "the members of an ensemble must read the same annotations")
+        a, b = enc0.state_dict(), enc.state_dict()
+        if a.keys() != b.keys() or any(not torch.equal(a[k], b[k]) for k in a):
+            raise ValueError(f"{p} and {paths[0]} have different encoder weights (a CNN trained or fine-tuned with its captioner): "
+                             "the members of an ensemble must read the same annotations")
+    return enc0, Ensemble([m for _, m, _, _ in loaded]).to(device).eval(), vocab0, cfg0
 
 # %% ../nbs/12_training.ipynb #0240479c
 class SelfCritical:

@@ -53,3 +53,13 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
     # TrainConfig's scene default 128), without the fields only the scenes read
     rc = bench.run_config(run / "best.pt")
     assert rc["feature_dim"] == 16 != TrainConfig.feature_dim and rc["hidden_dim"] == 8 and not set(bench.SCENES_ONLY) & set(rc)
+    # ensemble: each member at its own val pick; a run with itself scores what the run scores alone, on val and on test
+    bench.main(["ensemble", "--runs", str(tmp_path / "sel.json"), str(tmp_path / "sel.json"), "--device", "cpu", "--out", str(tmp_path / "ens.json")])
+    ens = json.loads((tmp_path / "ens.json").read_text())
+    assert [(m["checkpoint"], m["reads"]) for m in ens["members"]] == [(str(run / f"val_step{pick['step']}.pt"), pick["reads"])] * 2
+    for split, alone in (("val", pick["val_beam3"]), ("test", res["test_beam3_selected"])):
+        assert {k: ens[f"{split}_beam3"][k] for k in same} == {k: alone[k] for k in same}, split
+    with pytest.raises(SystemExit):
+        bench.main(["ensemble", "--runs", str(run), "--device", "cpu"])
+    with pytest.raises(SystemExit, match="select --run"):
+        bench.main(["ensemble", "--runs", str(run), str(tmp_path / "nowhere_run"), "--device", "cpu"])

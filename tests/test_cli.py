@@ -127,6 +127,40 @@ def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
         main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"])
 
 
+def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
+    """`evaluate --checkpoint A B` decodes the two as one ensemble: A with itself captions as A alone; A with a hard-attention
+    B that reads the same annotations runs and --reads reaches B; runs whose scene CNNs were trained apart, or whose
+    vocabularies differ, are refused with a message naming the checkpoint."""
+    from sat_tutorial.core import load_checkpoint, save_checkpoint
+    from sat_tutorial.training import fit, scenes_config
+    small = dict(steps=2, n_train=40, n_val=0, n_test=5, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
+                 hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8)
+    for model in ("soft", "hard"):
+        fit(scenes_config(model=model, **small), tmp_path / model, progress=False, log=lambda *a: None)
+    a, b = tmp_path / "soft" / "last.pt", tmp_path / "hard" / "last.pt"
+    ck_a, ck_b = load_checkpoint(a), load_checkpoint(b)
+    ck_b["encoder"] = ck_a["encoder"]                                     # as if B had read A's frozen CNN
+    save_checkpoint(ck_b, tmp_path / "b_shared.pt")
+
+    def run(*cks, extra=()):
+        js = tmp_path / "e.json"
+        code = main(["evaluate", "--checkpoint", *map(str, cks), "--device", "cpu", "--json", str(js), "--beam-size", "2", *extra])
+        return code, (json.loads(js.read_text()) if code == 0 else None)
+
+    _, alone = run(a)
+    _, twice = run(a, a)
+    assert twice["captions"] == alone["captions"] and twice["checkpoints"] == [str(a), str(a)] and alone["checkpoints"] == [str(a)]
+    code, mixed = run(a, tmp_path / "b_shared.pt", extra=["--reads", "marginal"])
+    assert code == 0 and len(mixed["captions"]) == 5 and mixed["reads"] == "marginal"
+    assert " + " in capsys.readouterr().out                               # the progress line names both
+    code, _ = run(a, b)
+    assert code == 1 and f"{b} and {a} have different encoder weights" in capsys.readouterr().err
+    ck_v = load_checkpoint(a); itos = ck_v["vocab"]["itos"]; itos[-1], itos[-2] = itos[-2], itos[-1]   # same size, other ids
+    save_checkpoint(ck_v, tmp_path / "other_vocab.pt")
+    code, _ = run(a, tmp_path / "other_vocab.pt")
+    assert code == 1 and "another vocabulary" in capsys.readouterr().err
+
+
 def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
     "`evaluate --length-norm γ` hands γ to beam search and records it in the JSON; a negative γ is refused by the parser."
     import sat_tutorial.decoding as dec
