@@ -288,9 +288,11 @@ def ensemble(args):
         m["seconds"] = round(secs, 1); out[split] = (m, caps)
     head = ["bleu1", "bleu4", "meteor", "rouge_l", "cider", "mean_length", "bleu_bp"]
     print(f"\n{'Flickr8k, beam 3':44}{'split':>6}" + "".join(f"{c:>12}" for c in head))
-    for mem in members:
+    names = [Path(mem["run"]).name for mem in members]
+    common = os.path.commonprefix(names)                                    # label each member by what tells it apart
+    for mem, name in zip(members, names):
         for split in ("val", "test"):
-            label = f"{Path(mem['run']).name.removeprefix('flickr8k_')[-40:]}"
+            label = (name[len(common):] or name)[-40:]
             print(f"{label:44}{split:>6}" + "".join(f"{mem[split + '_beam3'].get(c, float('nan')):12.2f}" for c in head))
     for split in ("val", "test"):
         print(f"{'ensemble of the ' + str(len(members)):44}{split:>6}" + "".join(f"{out[split][0][c]:12.2f}" for c in head))
