@@ -111,7 +111,7 @@ def bleu_brevity(refs: Mapping, hyps: Mapping) -> dict:
     c = r = 0
     for k, h in hyps.items():
         n = len(tokenize(h))
-        c += n; r += min((abs(len(tokenize(x)) - n), len(tokenize(x))) for x in refs[k])[1]
+        c += n; r += min((len(tokenize(x)) for x in refs[k]), key=lambda m: (abs(m - n), m))
     if r == 0: raise ValueError("bleu_brevity: the closest references are all empty")
     return {"ratio": c / r, "bp": 1.0 if c > r else (math.exp(1 - r / c) if c else 0.0)}
 
