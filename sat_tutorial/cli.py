@@ -193,8 +193,8 @@ def add_decoding(p) -> None:
 def add_evaluate(sub) -> None:
     p = sub.add_parser("evaluate", help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
                        formatter_class=HelpFormatter)
-    p.add_argument("--checkpoint", required=True, nargs="+", help="a checkpoint written by `train`; several: decoded as one "
-                   "ensemble, each word's distribution the mean of theirs (they must read the same annotations: the same stored "
+    p.add_argument("--checkpoint", required=True, nargs="+", action="extend", help="a checkpoint written by `train`; several "
+                   "(--checkpoint A B, or the flag repeated): decoded as one ensemble, each word's distribution the mean of theirs (they must read the same annotations: the same stored "
                    "features or frozen backbone, and one vocabulary; notebook 08)")
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
@@ -228,8 +228,10 @@ def cmd_evaluate(args) -> int:
     return 0
 
 def add_caption(sub) -> None:
-    p = sub.add_parser("caption", help="caption image files with a checkpoint", formatter_class=HelpFormatter)
-    p.add_argument("--checkpoint", required=True)
+    p = sub.add_parser("caption", help="caption image files with a checkpoint (or an ensemble of several)", formatter_class=HelpFormatter)
+    p.add_argument("--checkpoint", required=True, action="append", help="a checkpoint written by `train`; repeat the flag "
+                   "(--checkpoint A --checkpoint B) to decode several as one ensemble, as in `evaluate` (the attention shown is "
+                   "then the members' mean α)")
     p.add_argument("images", nargs="+", help="image files")
     add_decoding(p)
     p.add_argument("--attention-png", help="write each word's attention over the image here "
@@ -245,16 +247,18 @@ def cmd_caption(args) -> int:
     from sat_tutorial.soft_attention import show_attention
     from dataclasses import replace
     from sat_tutorial.encoders import build_encoder
-    from sat_tutorial.training import input_size, load_captioner, transform_for
+    from sat_tutorial.training import input_size, load_ensemble, transform_for
     dev = get_device(args.device)
-    enc, model, vocab, cfg = load_captioner(args.checkpoint, dev)
-    set_reads(model, args.reads, args.checkpoint)
+    names = " + ".join(map(str, args.checkpoint))
+    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev)
+    set_reads(model, args.reads, names)
+    one_hard = cfg.model == "hard" and not hasattr(model, "members") and model.inference != "expected"   # one location per word
     if cfg.features:   # trained on stored features: run the backbone that made them
         enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
         cfg = replace(cfg, features=None)
     size = input_size(cfg)                                         # the size the features were made at
     if getattr(enc, "needs_boxes", False):
-        raise ValueError(f"{args.checkpoint} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
+        raise ValueError(f"{names} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
                          "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")
     tf = transform_for(cfg)
     for n, f in enumerate(args.images):
@@ -270,7 +274,7 @@ def cmd_caption(args) -> int:
             if len(args.images) > 1: out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
             g = int(round(c.attn.shape[1] ** 0.5))
             shown = im if cfg.encoder == "scene_cnn" else im.resize((size, size))
-            fig = show_attention(shown, words, c.attn, (g, g), hard=cfg.model == "hard" and model.inference != "expected", title=" ".join(words))
+            fig = show_attention(shown, words, c.attn, (g, g), hard=one_hard, title=" ".join(words))
             out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90)
             print(f"  attention: {out}")
     return 0

@@ -161,6 +161,25 @@ def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
     assert code == 1 and "another vocabulary" in capsys.readouterr().err
 
 
+def test_caption_with_several_checkpoints(tmp_path, capsys):
+    """`caption --checkpoint A --checkpoint A` (the flag repeated, since the image files follow) decodes an ensemble of A with
+    itself: the same caption as A alone, and an attention PNG of the members' mean α."""
+    import numpy as np
+    from PIL import Image
+    from sat_tutorial.training import fit, scenes_config
+    fit(scenes_config(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
+                      hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8), tmp_path, progress=False, log=lambda *a: None)
+    img = tmp_path / "x.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 48, 3), dtype=np.uint8)).save(img)
+    ck = str(tmp_path / "last.pt")
+    def caption(*extra):
+        assert main(["caption", *extra, str(img), "--device", "cpu", "--beam-size", "2"]) == 0
+        return capsys.readouterr().out.splitlines()[0].split("  (log p")[0]
+    alone, twice = caption("--checkpoint", ck), caption("--checkpoint", ck, "--checkpoint", ck, "--attention-png", str(tmp_path / "a.png"))
+    assert alone.startswith(f"{img}: ") and twice == alone
+    assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
     "`evaluate --length-norm γ` hands γ to beam search and records it in the JSON; a negative γ is refused by the parser."
     import sat_tutorial.decoding as dec
