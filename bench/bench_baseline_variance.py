@@ -11,7 +11,7 @@ E[(G − b)²]; the table prints its root and the correlation of each baseline w
     python bench/bench_baseline_variance.py --checkpoint bench/out/<run>/val_step4000.pt --images 1000
 """
 from __future__ import annotations
-import argparse, json
+import argparse
 from pathlib import Path
 
 import torch
@@ -21,6 +21,8 @@ from sat_tutorial.hard_attention import HardAttentionCaptioner, rewards_to_go
 from sat_tutorial.soft_attention import target_mask, word_nll
 from sat_tutorial.core import load_checkpoint
 from sat_tutorial.training import load_captioner, load_records, open_features
+
+from benchutil import write_json
 
 
 def stats(adv: torch.Tensor, reward: torch.Tensor, base: torch.Tensor) -> dict:
@@ -80,8 +82,7 @@ def main(argv=None):
         c, t = res["caption"][k], (res["reward_to_go"] or {}).get(k)
         print(f"{k:28}{c['rms']:14.3f}{c['mean']:10.3f}{c['corr']:12.3f}" + (f"{t['rms']:16.3f}{t['mean']:10.3f}{t['corr']:8.3f}" if t else ""))
     out = args.out or str(Path(args.checkpoint).with_suffix("")) + f"_baseline_variance_{args.split}.json"
-    Path(out).write_text(json.dumps(res, indent=1))
-    print(f"wrote {out}")
+    write_json(res, out)
 
 
 if __name__ == "__main__":

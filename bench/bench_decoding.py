@@ -19,12 +19,12 @@ before tau and all but certain after it, so captions end after 10-19 words. The 
 
 Writes bench/out/decoding.json.
 """
-import argparse, datetime, json, os, platform, statistics, sys, time
+import argparse, datetime, os, platform, statistics, sys, time
 from pathlib import Path
 
 import torch
 
-from benchutil import loadavg, table  # noqa: E402
+from benchutil import loadavg, table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 import contextlib  # noqa: E402
@@ -225,9 +225,7 @@ def run(args):
             if k in c: print(f"\n{k} D={c['D']} (top ops by self CPU time):"); table(c[k])
     print(f"\nload avg after: {result['load_after']}")
     out = Path(args.out) if args.out else OUT.with_name("decoding_quick.json" if args.quick else OUT.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    write_json(result, out)
 
 
 def main(argv=None):

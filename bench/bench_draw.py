@@ -14,6 +14,8 @@ import torch
 from sat_tutorial.core import get_device, seed_everything
 from sat_tutorial.draw import DRAW, PAPER_NLL, evaluate, fit, load_binarized_mnist, marginal_nll
 
+from benchutil import write_json
+
 PAPER = dict(T=64, read_n=2, write_n=5, z_dim=100, hidden=256)     # Gregor et al. 2015, Table 3 (MNIST)
 SMALL = dict(T=10, read_n=2, write_n=5, z_dim=10, hidden=64)       # the notebook's small model
 
@@ -129,9 +131,7 @@ def main():
         print(f"| test NLL bound, T={c['T']} h={c['hidden']} z={c['z_dim']}, {r['train_seconds'] / 60:.1f} min ({r['steps']} steps) | "
               f"{c['attention']} | {r['test_nll_bound']:.2f} nats | {PAPER_NLL['attention' if c['attention'] else 'no_attention']} (T=64) |")
     print(f"| per-pixel Bernoulli (no latents) | — | {base:.2f} nats | — |")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"\nwrote {out}")
+    print(); write_json(result, out, indent=2)
 
 
 if __name__ == "__main__":

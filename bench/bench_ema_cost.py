@@ -2,12 +2,13 @@
 
     python bench/bench_ema_cost.py [--steps 120] [--reps 2] [--out bench/out/ema_cost.json]
 """
-import argparse, json, tempfile, time
-from pathlib import Path
+import argparse, tempfile, time
 
 import torch
 
 from sat_tutorial.training import fit, load_records, scenes_config
+
+from benchutil import write_json
 
 
 def main():
@@ -28,9 +29,7 @@ def main():
                 fit(scenes_config(**base, ema=ema), d, records=recs, progress=False, log=lambda *a: None)
                 res.setdefault(str(ema), []).append(time.perf_counter() - t)
     for k, v in res.items(): print(f"ema={k}: {[round(x, 1) for x in v]} s for {args.steps} steps -> {args.steps / min(v):.2f} steps/s (best)")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"steps": args.steps, "threads": args.threads, "seconds": res}, indent=1))
-    print(f"wrote {args.out}")
+    write_json({"steps": args.steps, "threads": args.threads, "seconds": res}, args.out)
 
 
 if __name__ == "__main__":

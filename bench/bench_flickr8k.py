@@ -40,7 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 
-from benchutil import peak_gpu_mib, sync, table  # noqa: E402
+from benchutil import peak_gpu_mib, sync, table, write_json  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.core import get_device  # noqa: E402
 from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
@@ -178,8 +178,7 @@ def quality(args):
     if args.limit_images: print("NOTE: --limit-images run: a smoke test, not a result")
     out = Path(args.out or (Path(summary["run"]).with_name(Path(summary["run"]).name.removesuffix("_run") + ".json")
                             if args.scst_minutes else OUT / f"flickr8k_{name(args)}.json"))
-    out.parent.mkdir(parents=True, exist_ok=True); out.write_text(json.dumps(res, indent=1, default=str))
-    print(f"wrote {out}")
+    write_json(res, out)
 
 
 SCENES_ONLY = ("n_train", "n_val", "n_test")   # TrainConfig fields that only the synthetic scenes read
@@ -264,7 +263,7 @@ def select(args):
            "test_beam3_selected": test, "best_pt_step": best_pt, "test_beam3_best_pt": reference, "paper_flickr8k": PAPER[cfg.model],
            "environment": environment(device), "examples": dict(list(caps.items())[:10])}
     out = Path(args.out or run.with_name(run.name.removesuffix("_run") + "_select.json"))
-    out.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {out}")
+    write_json(res, out)
 
 
 def ensemble(args):
@@ -302,7 +301,7 @@ def ensemble(args):
            "paper_flickr8k": PAPER[cfg.model], "environment": environment(device), "examples": dict(list(out["test"][1].items())[:10])}
     first = Path(members[0]["run"])
     dest = Path(args.out or first.with_name(first.name.removesuffix("_run") + f"_ensemble{len(members)}.json"))
-    dest.write_text(json.dumps(res, indent=1, default=str)); print(f"wrote {dest}")
+    write_json(res, dest)
 
 
 def self_critical(ce_checkpoint: Path, args, recs, device, ce_run_minutes: float | None = None) -> dict:
@@ -491,11 +490,9 @@ def throughput(args):
     print(f"(training: {args.model} attention, 512/{args.hidden_dim}/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
           f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} weights); samples = captions; extraction: images)")
     out = Path(args.out or OUT / "flickr8k_throughput.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"mode": "throughput", "rows": rows, "model": args.model, "encoder": args.encoder,
-                               "encoder_weights": "random, batch-norm statistics from 64 training images" if args.random_weights else args.encoder_weights, "image_size": size, "grid": grid, "feature_dim": dim,
-                               "batch_size": args.batch_size, "environment": environment(device)}, indent=1))
-    print(f"wrote {out}")
+    write_json({"mode": "throughput", "rows": rows, "model": args.model, "encoder": args.encoder,
+                "encoder_weights": "random, batch-norm statistics from 64 training images" if args.random_weights else args.encoder_weights,
+                "image_size": size, "grid": grid, "feature_dim": dim, "batch_size": args.batch_size, "environment": environment(device)}, out)
 
 
 def main(argv=None):

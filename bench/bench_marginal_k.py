@@ -10,11 +10,12 @@ smaller K, which decodes faster), then decode the 1,000 test scenes with argmax 
 Prints a table and writes bench/out/marginal_k.json (or --out). Not run by CI.
 """
 import argparse, json, os, platform, time
-from pathlib import Path
 
 import torch
 
 from sat_tutorial.training import evaluate, load_captioner, load_records, transform_for
+
+from benchutil import write_json
 
 
 def decode(enc, m, vocab, cfg, recs, inference, k=None):
@@ -58,9 +59,7 @@ def main():
         print(f"{r['seed']:4d} {v:40} {str(r['chosen_k']):>4} {a['bleu4']:10.2f}/{a['cider']:6.1f}    {b['bleu4']:10.2f}/{b['cider']:6.1f}")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M"), "threads": torch.get_num_threads(),
             "cpu": platform.processor() or platform.machine(), "load_avg": os.getloadavg(), "args": vars(args)}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {args.out}")
+    write_json({"meta": meta, "rows": rows}, args.out)
 
 
 if __name__ == "__main__":

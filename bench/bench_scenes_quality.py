@@ -23,6 +23,8 @@ from sat_tutorial.adaptive_attention import FUNCTION_WORDS
 from sat_tutorial.scenes import ground_tokens
 from sat_tutorial.training import caption_metrics, evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
 
+from benchutil import write_json
+
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
     # rows measured before the preset gained its warm-up and reward-to-go credit name the paper's settings explicitly,
@@ -136,8 +138,7 @@ def main():
         print(f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} {r['bleu4']:7.2f} {r['cider']:7.1f} "
               f"{(met if met is not None else float('nan')):7.2f} {r.get('attention_correctness', float('nan')):8.3f} {r['mean_length']:5.1f}")
     fname = "scenes_quality_scst.json" if args.scst_only else "scenes_quality_eval.json" if args.eval_only else "scenes_quality.json"
-    (out / fname).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
-    print(f"wrote {out / fname}")
+    write_json({"meta": meta, "rows": rows}, out / fname)
 
 
 if __name__ == "__main__":

@@ -11,14 +11,14 @@ with and without the two speed choices of notebooks 05–07, in the same run:
 The same batches are used for every variant; the variants alternate within each repetition, so load noise is shared.
 Hard attention is timed past its warm-up (it samples locations). Prints a table and writes bench/out/scenes_step.json.
 """
-import argparse, datetime, json, platform, statistics, sys, time
+import argparse, datetime, platform, statistics, sys, time
 from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import loadavg, table  # noqa: E402
+from benchutil import loadavg, table, write_json  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions  # noqa: E402
 from sat_tutorial.encoders import to_annotations  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
@@ -89,9 +89,7 @@ def run(args):
           f"alternating reps x {n_batches} batches, threads={result['threads']}")
     table(result["rows"])
     out = Path(args.out) if args.out else OUT.with_name("scenes_step_quick.json" if args.quick else OUT.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    write_json(result, out)
 
 
 def main(argv=None):

@@ -9,12 +9,12 @@ dropout on and off, on the first N training images.
 
 Writes bench/out/scst_gap_<run>.json. Not run by CI.
 """
-import argparse, json
+import argparse
 from pathlib import Path
 
 import torch
 
-from benchutil import table
+from benchutil import table, write_json
 from sat_tutorial.data import tokenize
 from sat_tutorial.decoding import greedy, sample
 from sat_tutorial.metrics import CiderD
@@ -56,9 +56,7 @@ def main(argv=None):
     table(rows)
     print(f"(mean CIDEr-D training reward over {len(some)} training images; {cfg.model} attention, {args.checkpoint})")
     out = Path(args.out or OUT / f"scst_gap_{Path(args.checkpoint).parent.name}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"checkpoint": str(args.checkpoint), "images": len(some), "seed": args.seed, "rows": rows}, indent=1))
-    print(f"wrote {out}")
+    write_json({"checkpoint": str(args.checkpoint), "images": len(some), "seed": args.seed, "rows": rows}, out)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,12 @@ of alternating repetitions; the speed-up achieved), this machine's torch.mm GFLO
 achieved GFLOP/s of the training step, and the ops that dominate each version (torch.profiler). Writes
 bench/out/soft_attention.json (--quick: soft_attention_quick.json; --out to choose).
 """
-import argparse, datetime, json, os, platform, statistics, sys, time
+import argparse, datetime, os, platform, statistics, sys, time
 from pathlib import Path
 
 import torch
 
-from benchutil import loadavg, sig, sync as sync_device, table  # noqa: E402
+from benchutil import loadavg, sig, sync as sync_device, table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -242,9 +242,7 @@ def run(args):
             print(f"\nprofile D={D} {k} (one training step, top ops by self CPU time):"); table(rows_p)
     print(f"\nload avg after: {result['load_after']}")
     out = Path(args.out) if args.out else OUT.with_name("soft_attention_quick.json" if args.quick else OUT.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1))
-    print(f"wrote {out}")
+    write_json(result, out)
 
 
 def main(argv=None):

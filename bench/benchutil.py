@@ -1,6 +1,7 @@
-"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures, and
-the GPU's clock and memory."""
-import os
+"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures,
+the GPU's clock and memory, and writing the JSON result."""
+import json, os
+from pathlib import Path
 
 import torch
 
@@ -34,3 +35,12 @@ def peak_gpu_mib(device):
     "The most GPU memory PyTorch held since the last `torch.cuda.reset_peak_memory_stats`, in MiB (None on a CPU)."
     device = torch.device(device)
     return round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None
+
+
+def write_json(obj, path, indent=1):
+    "Write a benchmark's result as JSON (anything JSON cannot hold, such as a Path, as its str), making the folder; say where."
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=indent, default=str))
+    print(f"wrote {path}")
+    return path
