@@ -28,7 +28,6 @@ from benchutil import loadavg, table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 import contextlib  # noqa: E402
-import sat_tutorial.decoding as decoding  # noqa: E402
 from sat_tutorial.decoding import beam_search  # noqa: E402
 from sat_tutorial.soft_attention import SoftAttentionCaptioner  # noqa: E402
 

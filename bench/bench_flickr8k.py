@@ -31,7 +31,7 @@ pip install 'sat_tutorial[lite]'. Writes bench/out/flickr8k_<model>[_limitN].jso
 bench/out/flickr8k_throughput.json; features are kept in bench/out/ and reused by later runs.
 Not run by CI.
 """
-import argparse, datetime, json, math, os, platform, sys, tempfile, time, warnings
+import argparse, datetime, json, math, os, platform, tempfile, time, warnings
 from dataclasses import asdict
 from pathlib import Path
 
