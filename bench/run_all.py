@@ -83,6 +83,9 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_flickr8k.py quality --model hard --encoder efficientnet-lite2 --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go "
     "--length-pool 50 --ema 0.998 --minutes 59 --plan-steps 4000 --hidden-dim 1024 --amp",      # the same on Lite2 9x9 features (stop 37)
     "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_efficientnet-lite2_pool50_ema0.998_h1024_amp_steps4000_run",
+    "bench_flickr8k.py quality --model hard --lambda-r 0.1 --expected-warmup 500 --credit reward_to_go --length-pool 50 --ema 0.998 "
+    "--minutes 59 --plan-steps 4000 --amp",                                                      # bf16 alone at 512 units (stop 37)
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_amp_steps4000_run",
     "bench_flickr8k.py ensemble --runs bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_h1024_amp_steps4000_run "
     "bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_h1024_amp_steps4000_seed1_run "
     "bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_h1024_amp_steps4000_seed2_run",   # all three
