@@ -161,12 +161,19 @@ def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
     assert code == 1 and "another vocabulary" in capsys.readouterr().err
 
 
-def test_caption_with_several_checkpoints(tmp_path, capsys):
+def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
     """`caption --checkpoint A --checkpoint A` (the flag repeated, since the image files follow) decodes an ensemble of A with
-    itself: the same caption as A alone, and an attention PNG of the members' mean α."""
+    itself: both paths reach `load_ensemble`, the model decoded is a two-member `Ensemble`, its caption is A's alone, and an
+    attention PNG of the members' mean α is written."""
     import numpy as np
     from PIL import Image
+    import sat_tutorial.training as training
+    from sat_tutorial.decoding import Ensemble
     from sat_tutorial.training import fit, scenes_config
+    loaded, real = [], training.load_ensemble
+    def spy(paths, *a, **kw):
+        out = real(paths, *a, **kw); loaded.append((list(paths), out[1])); return out
+    monkeypatch.setattr(training, "load_ensemble", spy)
     fit(scenes_config(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
                       hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8), tmp_path, progress=False, log=lambda *a: None)
     img = tmp_path / "x.png"
@@ -177,6 +184,8 @@ def test_caption_with_several_checkpoints(tmp_path, capsys):
         return capsys.readouterr().out.splitlines()[0].split("  (log p")[0]
     alone, twice = caption("--checkpoint", ck), caption("--checkpoint", ck, "--checkpoint", ck, "--attention-png", str(tmp_path / "a.png"))
     assert alone.startswith(f"{img}: ") and twice == alone
+    assert loaded[0][0] == [ck] and not isinstance(loaded[0][1], Ensemble)
+    assert loaded[1][0] == [ck, ck] and isinstance(loaded[1][1], Ensemble) and len(loaded[1][1].members) == 2
     assert (tmp_path / "a.png").read_bytes()[:4] == b"\x89PNG"
 
 
