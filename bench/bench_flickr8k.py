@@ -42,7 +42,7 @@ OUT = ROOT / "bench" / "out"
 
 from benchutil import peak_gpu_mib, sync, table, write_json  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
-from sat_tutorial.core import get_device  # noqa: E402
+from sat_tutorial.core import get_device, load_checkpoint  # noqa: E402
 from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
@@ -187,7 +187,7 @@ SCENES_ONLY = ("n_train", "n_val", "n_test")   # TrainConfig fields that only th
 def run_config(checkpoint) -> dict:
     """The configuration `checkpoint` was trained with: as `fit` resolved it (feature_dim and image size from the stored
     features, not TrainConfig's scene defaults), without the fields only the scenes read."""
-    from sat_tutorial.training import checkpoint_config, load_checkpoint
+    from sat_tutorial.training import checkpoint_config
     cfg = asdict(checkpoint_config(load_checkpoint(checkpoint, map_location="cpu")))
     return cfg if cfg["data"] == "scenes" else {k: v for k, v in cfg.items() if k not in SCENES_ONLY}
 
@@ -217,7 +217,6 @@ def score(checkpoint, reads, recs: dict, split: str, device, progress=False) -> 
 
 def select(args):
     """Pick a checkpoint and a test-time reading on validation (beam 3, with METEOR), then test that pair alone."""
-    from sat_tutorial.training import load_checkpoint
     device = get_device(args.device)
     recs = records(args.limit_images)
     run = Path(args.run)
@@ -269,7 +268,6 @@ def select(args):
 def ensemble(args):
     """Several finished runs, each at the checkpoint and reading its `select` picked on val, decoded as one ensemble (each
     word's distribution the mean of theirs) on val, then on test, at beam 3. Nothing here looks at test before it reports."""
-    from sat_tutorial.training import load_checkpoint
     device = get_device(args.device)
     recs = records(args.limit_images)
     members = []
