@@ -47,7 +47,7 @@ from sat_tutorial.data import collate_captions, image_transform, load_dataset  #
 from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
-from sat_tutorial.training import (AMP_DTYPES, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
+from sat_tutorial.training import (AMP_DTYPES, OPTIMIZERS, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
                                    load_ensemble, open_features, training_set)
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
@@ -127,7 +127,7 @@ def quality(args):
     mirror = features(recs, args.encoder, args.limit_images, args, device, mirror=True) if args.mirror else None
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=str(mirror) if mirror else None, encoder=args.encoder, encoder_weights="DEFAULT",
-                      grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, lr=args.lr, warmup=200,
+                      grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, lr=args.lr, optimizer=args.optimizer, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, amp_dtype=args.amp_dtype[0], num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
@@ -358,6 +358,7 @@ def name(args) -> str:
     if args.batch_size != 64: lr += f"_b{args.batch_size}"
     if args.amp: lr += "_amp" + ("" if args.amp_dtype[0] == "auto" else args.amp_dtype[0])   # runs in another precision keep their own checkpoints
     if args.plan_steps: lr += f"_steps{args.plan_steps}"                   # a run planned over other steps keeps its own checkpoints
+    if args.optimizer != "adam": lr += f"_{args.optimizer}"            # and with another optimizer
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
     if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
@@ -506,7 +507,9 @@ def main(argv=None):
     p.add_argument("--minutes", type=float, default=60.0, help="training time budget (quality)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--hidden-dim", type=int, default=512, help="LSTM size (the issue's paper configuration: 512; embedding and attention stay 512)")
-    p.add_argument("--lr", type=float, default=LR, help="Adam's peak rate (200 warm-up steps, then cosine decay to a tenth)")
+    p.add_argument("--lr", type=float, default=LR, help="peak rate of --optimizer (200 warm-up steps, then cosine decay to a tenth)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="adam, or rmsprop: Graves' centred RMSProp with momentum, how "
+                   "Xu et al. trained Flickr8k (their released code's step is 1e-4: give --lr 1e-4)")
     p.add_argument("--length-pool", type=int, default=0, help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)")
     p.add_argument("--mirror", action="store_true", help="quality: also train on the training images flipped left to right, 'left' and "
                    "'right' swapped in their captions (their features extracted once into bench/out/flickr8k_<encoder>_mirrored.h5)")

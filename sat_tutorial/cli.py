@@ -52,7 +52,8 @@ _FLAG_HELP = {
                     "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' for hard attention with soft attention's gate on its context (off by default; bench/RESULTS.md), or '{\"baseline_kind\": \"expected\"}' for hard attention's REINFORCE baseline per image and caption, log p(y | a, Σ α a) (notebook 07)",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
-    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam; linear warm-up, then cosine decay to a tenth)",
+    "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then cosine decay to a tenth)",
+    "optimizer": "adam, or rmsprop: Graves' centred RMSProp with momentum, as Xu et al. trained Flickr8k (their code's step: --lr 1e-4; notebook 12)",
     "warmup": "learning-rate warm-up steps", "batch_size": "captions per step (all processes together under torchrun)",
     "epochs": "passes over the training captions (images with --scst) when --steps is 0", "clip": "clip the gradient norm to this (0: no clipping)",
     "seed": "seed of every RNG, the data order and the scenes", "num_workers": "DataLoader worker processes",
@@ -81,7 +82,7 @@ def _defaults(name: str) -> str:
     return text + "".join(f"; scenes --model {m}: {show(v)}" for m, v in own.items() if v != scenes)
 
 def add_train(sub) -> None:
-    from sat_tutorial.training import AMP_DTYPES, TrainConfig
+    from sat_tutorial.training import AMP_DTYPES, OPTIMIZERS, TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
                        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
                        "share each batch (distributed data parallel). Options left out take the defaults shown: the "
@@ -99,6 +100,7 @@ def add_train(sub) -> None:
         elif f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
         elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
         elif f.name == "amp_dtype": p.add_argument(flag, choices=AMP_DTYPES, default=None, help=text)
+        elif f.name == "optimizer": p.add_argument(flag, choices=OPTIMIZERS, default=None, help=text)
         else:
             typ = {"int": int, "float": float}.get(str(f.type).removesuffix(" | None"), str)   # image_size: int | None
             p.add_argument(flag, type=typ, default=None, help=text)

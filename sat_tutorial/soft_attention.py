@@ -310,7 +310,7 @@ def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[
     "The image, then one panel per word with its attention `attn (n_words, L)` over a `grid` overlaid."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
-    img = torch.as_tensor(np.asarray(image)).float()
+    img = torch.from_numpy(np.array(image, dtype=np.float32))      # a copy: a PIL image's own array is read-only
     H, W = img.shape[:2]
     n = len(words) + 1
     nrows = (n + ncols - 1) // ncols

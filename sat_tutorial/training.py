@@ -25,12 +25,12 @@ from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class', 'build_models',
-           'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features', 'build_vocab',
-           'training_set', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics',
-           'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'run_share', 'lr_factor',
-           'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config', 'check_compatible', 'load_captioner',
-           'load_ensemble', 'SelfCritical']
+__all__ = ['CAPTIONERS', 'OPTIMIZERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
+           'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
+           'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate',
+           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'make_optimizer',
+           'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config',
+           'check_compatible', 'load_captioner', 'load_ensemble', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -60,6 +60,7 @@ class TrainConfig:
     dropout: float = 0.5
     model_kwargs: dict = field(default_factory=dict)   # model-specific, e.g. alpha_c, uniform_attention
     lr: float = 4e-4
+    optimizer: str = "adam"             # adam | rmsprop (Graves 2013's centred form with momentum: how Xu et al. 2015 trained Flickr8k)
     warmup: int = 100
     batch_size: int = 32
     length_pool: int = 0                # > 1: each batch from captions of similar length, sorted within pools of this many batches (less padding)
@@ -379,6 +380,18 @@ def weight_average(encoder: nn.Module, model: nn.Module, decay: float) -> Averag
         for a, x in zip(avg, new): a.lerp_(x, 1 - d)                  # a ← d·a + (1 − d)·x
     return AveragedModel(nn.ModuleDict({"encoder": encoder, "model": model}), multi_avg_fn=update, use_buffers=True)
 
+# %% ../nbs/12_training.ipynb #25f32462
+OPTIMIZERS = ("adam", "rmsprop")
+
+def make_optimizer(cfg: TrainConfig, params, ds=None) -> torch.optim.Optimizer:
+    """Adam at `cfg.lr`, or with `cfg.optimizer='rmsprop'` Graves' centred RMSProp with momentum (ρ 0.95, μ 0.9) and step `cfg.lr`,
+    its ε' = 10⁻² / m̄ (m̄: target words per caption of the training set `ds`) for our loss per word, not per caption."""
+    if cfg.optimizer == "adam": return torch.optim.Adam(params, lr=cfg.lr)
+    if cfg.optimizer != "rmsprop": raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {cfg.optimizer!r}")
+    lengths = ds.caption_lengths() if ds is not None and not cfg.scst else [2]      # <start> w_1 … w_n <end>: n + 1 targets
+    m_bar = sum(lengths) / len(lengths) - 1
+    return torch.optim.RMSprop(params, lr=cfg.lr, alpha=0.95, eps=1e-2 / m_bar, momentum=0.9, centered=True)
+
 # %% ../nbs/12_training.ipynb #d74d2f93
 def run_share(step: int, total: int, clock: float = 0.0) -> float:
     "Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a time budget used) if that is ahead."
@@ -451,7 +464,6 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     encoder, model = build_models(cfg, len(vocab))
     encoder.to(device); model.to(device)
     params = [p for p in list(encoder.parameters()) + list(model.parameters()) if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=cfg.lr)
     avg = weight_average(encoder, model, cfg.ema) if cfg.ema else None   # the averaged weights validation and best.pt use
     transform = transform_for(cfg)
     ds = training_set(cfg, records, stores, vocab, report)
@@ -472,6 +484,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if cfg.length_pool > 1:                                        # batches of similar length, every word at its usual weight
         if cfg.scst: raise ValueError("length_pool sorts reference captions for cross-entropy training; self-critical training samples its own (set length_pool 0)")
         lengths = ds.caption_lengths(); mean_words = sum(lengths) / len(lengths) - 1
+    opt = make_optimizer(cfg, params, ds)
     total = cfg.steps or cfg.epochs * per_epoch
     clock = 0.0                                                    # share of cfg.time_budget used (0 without one)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, clock))
@@ -480,6 +493,9 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if resume and (out_dir / "last.pt").exists():
         ck = load_checkpoint(out_dir / "last.pt", map_location=device)
         check_compatible(ck, cfg, vocab, out_dir / "last.pt")
+        if ck["config"].get("optimizer", "adam") != cfg.optimizer:             # its state would not fit the other's
+            raise ValueError(f"{out_dir / 'last.pt'} was trained with optimizer={ck['config'].get('optimizer', 'adam')!r}, but this run has "
+                             f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new run from its weights with init_from")
         encoder.load_state_dict(ck.get("train_encoder", ck["encoder"])); model.load_state_dict(ck.get("train_model", ck["model"]))
         if avg is not None and "ema_updates" in ck:                      # else the average starts at this step
             avg.module["encoder"].load_state_dict(ck["encoder"]); avg.module["model"].load_state_dict(ck["model"])
