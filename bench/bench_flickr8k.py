@@ -134,7 +134,9 @@ def quality(args):
                       model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
-                                                                  "credit": args.credit, **({"baseline_kind": args.baseline} if args.baseline != "moving_average" else {})}
+                                                                  "credit": args.credit, **({"baseline_kind": args.baseline} if args.baseline != "moving_average" else {}),
+                                                                  **({"objective": "marginal", "inference": "marginal", "marginal_k": args.marginal_k}
+                                                                     if args.objective == "marginal" else {})}
                                                                  if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier
         summary = self_critical(Path(args.scst_from), args, recs, device)
@@ -346,6 +348,7 @@ def name(args) -> str:
     if args.model == "hard" and args.expected_warmup: lr += f"_warmup{args.expected_warmup}"
     if args.model == "hard" and args.credit != "caption": lr += "_rtg"
     if args.model == "hard" and args.baseline != "moving_average": lr += "_bexp"
+    if args.model == "hard" and args.objective == "marginal": lr += f"_marginal{args.marginal_k}"
     if args.encoder != "efficientnet-lite0": lr += f"_{args.encoder}"      # runs on other features keep their own checkpoints
     lr += px(args)
     if args.length_pool > 1: lr += f"_pool{args.length_pool}"
@@ -538,6 +541,11 @@ def main(argv=None):
     p.add_argument("--baseline", choices=["moving_average", "expected"], default="moving_average",
                    help="hard attention: the REINFORCE baseline: a moving average of the reward (the paper) or the caption's "
                         "log-likelihood under the expected context Σ α a, per image and caption (not in the paper; notebook 07)")
+    p.add_argument("--objective", choices=["reinforce", "marginal"], default="reinforce",
+                   help="hard attention: train by REINFORCE on sampled locations (the paper) or on the per-step marginal over the "
+                        "--marginal-k most probable locations, exactly (not in the paper; notebook 07); 'marginal' also validates with marginal reads")
+    p.add_argument("--marginal-k", type=int, default=8, help="hard attention with --objective marginal: locations summed per word, "
+                   "in training and in marginal reads (each is one LSTM step: the step costs grow with K)")
     p.add_argument("--scst-minutes", type=float, default=0.0, help="then self-critical training (CIDEr-D reward; for hard "
                    "attention REINFORCE over words and locations) from the best checkpoint for M minutes; "
                    "the test uses its best checkpoint (0: none)")

@@ -74,21 +74,28 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
     INFERENCE = ("argmax", "expected", "sample", "marginal")   # "marginal": notebook section "Decoding by the per-step marginal"
     BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
     CREDITS = ("caption", "reward_to_go")               # the paper's: every s̃_t gets the whole caption's reward; or only G_t
+    OBJECTIVES = ("reinforce", "marginal")              # the paper's sampled bound; or the per-step marginal, exactly (section "Training by the per-step marginal")
     warmup_option = "expected_warmup"
     static_state = _StaticState()                       # the per-image constants' positions depend on the inference mode
 
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
                  lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str = "argmax", baseline_kind: str = "moving_average", expected_warmup: int = 0,
-                 credit: str = "caption", marginal_k: int | None = None, p_expected_end: float | None = None, **soft_options):
+                 inference: str | None = None, baseline_kind: str = "moving_average", expected_warmup: int = 0,
+                 credit: str = "caption", marginal_k: int | None = None, p_expected_end: float | None = None,
+                 objective: str = "reinforce", **soft_options):
         """`expected_warmup`: training steps in which every image reads Σ α a; `credit='reward_to_go'`: s̃_t's reward is G_t;
         `marginal_k`: how many of α_t's most probable locations 'marginal' inference sums over (None: all L);
-        `p_expected_end`: the share of images reading Σ α a moves linearly from `p_expected` to this over the run. None of these is in the paper."""
+        `p_expected_end`: the share of images reading Σ α a moves linearly from `p_expected` to this over the run;
+        `objective='marginal'`: train on the per-step marginal over `marginal_k` locations, not by sampling. None of these is in the paper.
+        `inference` None: 'marginal' for `objective='marginal'` (training and test then score captions alike), else 'argmax'."""
         super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c, beta_gate, **soft_options)
+        if inference is None: inference = "marginal" if objective == "marginal" else "argmax"
         if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
         if baseline_kind not in self.BASELINES: raise ValueError(f"baseline_kind must be one of {self.BASELINES}, not {baseline_kind!r}")
         if credit not in self.CREDITS: raise ValueError(f"credit must be one of {self.CREDITS}, not {credit!r}")
+        if objective not in self.OBJECTIVES: raise ValueError(f"objective must be one of {self.OBJECTIVES}, not {objective!r}")
+        self.objective, self._fit_marginal = objective, False                     # the latter: True only within a 'marginal' training loss
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
         self.baseline_decay, self.inference, self.baseline_kind = baseline_decay, inference, baseline_kind
         self.expected_warmup, self.credit = expected_warmup, credit
@@ -144,7 +151,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         return self.p_expected + (self.p_expected_end - self.p_expected) * min(max(self.run_progress, 0.0), 1.0)
 
     def _sampling(self) -> bool: return self.training or self.inference == "sample" or self._reads is not None
-    def _marginal(self) -> bool: return self.inference == "marginal" and not self._sampling()
+    def _marginal(self) -> bool: return self._fit_marginal or (self.inference == "marginal" and not self._sampling())
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
@@ -193,6 +200,7 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
             logits, alpha = self(feats, captions, lengths)
             nll = caption_nll(logits, captions, lengths).sum() / n_words
             return nll, {"nll": float(nll.detach())}
+        if self.objective == "marginal": return self.marginal_loss(feats, captions, lengths)
         expected = torch.rand(feats.shape[0], device=feats.device) < self.expected_share()   # (B,) once per image
         if self.warming_up(): expected.fill_(True)                                 # `expected_warmup`: every image, for now
         self.count_training_step()
@@ -220,6 +228,22 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),
                       "baseline": float((b_caption * sampled).sum() / n_sampled.clamp_min(1)) if b_caption.dim() else float(b_caption),
                       "expected": float(expected.float().mean())}
+
+    def marginal_loss(self, feats, captions, lengths):
+        """`objective='marginal'`: −Σ_t log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) / #words (+ α_c's penalty), computed
+        exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads."""
+        mask = target_mask(captions, lengths)
+        n_words = mask.sum()
+        self.count_training_step()
+        self._fit_marginal = True
+        try: log_p, alpha = marginal_forward(self, feats, captions)               # (B, T, V) normalised, (B, T, L)
+        finally: self._fit_marginal = False
+        nll = caption_nll(log_p, captions, lengths)                                # (B,) −M(y)
+        fit = word_nll(log_p, captions, lengths, self.label_smoothing).sum(1) if self.label_smoothing else nll
+        loss = fit.sum() / n_words
+        if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words
+        return loss, {"nll": float(nll.detach().sum() / n_words), "entropy": float(attention_entropy(alpha, mask).detach().sum() / n_words),
+                      "expected": 0.0}
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6
 def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
@@ -274,7 +298,8 @@ def marginal_step(model: HardAttentionCaptioner, words: torch.Tensor, state: tup
         zW, zL = zW * beta, zL * beta
     U_T = model._operands(feats)[1]
     h_k, c_k = lstm_cell((model._input_gates(emb) + h @ U_T)[:, None] + zW, c[:, None])   # K steps from one state
-    u = emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias                    # (N, K, E): the deep output's input (eval: no dropout)
+    u = emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias                    # (N, K, E): the deep output's input
+    if model.training: u = u * model.dropout(u.new_ones(N, 1, u.shape[-1]))   # training by the marginal: one dropout mask for the K reads
     log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()                   # (N, K)
     per = max(1, MARGINAL_CHUNK // (N * model.L_o.out_features))               # candidates whose logits are held at once
     mix, offsets = None, []
