@@ -130,7 +130,7 @@ def quality(args):
                       grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, lr=args.lr, optimizer=args.optimizer, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, amp_dtype=args.amp_dtype[0], num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
-                      time_budget=args.minutes, min_count=5 if not args.limit_images else 1,
+                      time_budget=args.minutes, min_count=5 if not args.limit_images else 1, init_from=args.init_from,
                       model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
@@ -364,6 +364,8 @@ def name(args) -> str:
     if args.optimizer != "adam": lr += f"_{args.optimizer}"            # and with another optimizer
     if args.lr != LR: lr += f"_lr{args.lr:g}"                           # a run at another rate keeps its own checkpoints
     if args.seed: lr += f"_seed{args.seed}"                                # seed 0 keeps the names of the earlier runs
+    if args.init_from:                                                     # a run that continues another keeps its own checkpoints
+        lr += f"_from_{Path(args.init_from).parent.name.removeprefix('flickr8k_').removesuffix('_run')}_{Path(args.init_from).stem}"
     return f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
 
 
@@ -558,6 +560,8 @@ def main(argv=None):
                    help="self-critical phase: sample with dropout on (--no-scst-dropout: with the test-time network)")
     p.add_argument("--scst-batch-size", type=int, default=64, help="self-critical phase: images per step")
     p.add_argument("--scst-val-every", type=int, default=100, help="self-critical phase: validate every N steps")
+    p.add_argument("--init-from", help="quality: start from this checkpoint's weights (same model, encoder and vocabulary; "
+                   "the optimizer, the schedule and the step count start afresh), e.g. to continue a REINFORCE run with --objective marginal")
     p.add_argument("--scst-from", help="skip cross-entropy training: self-critical training from this checkpoint (needs --scst-minutes)")
     p.add_argument("--limit-images", type=int, default=0, help="smoke test: the first N training images (and N/8 val, test)")
     p.add_argument("--probe-steps", type=int, default=10, help="steps timed to plan the number of steps for the budget (85 %% of it; "

@@ -107,6 +107,11 @@ QUALITY = [  # long runs (10-60 min each), listed not started
     "bench_flickr8k.py quality --model hard --objective marginal --marginal-k 8 --length-pool 50 --ema 0.998 "
     "--minutes 59 --plan-steps 4000 --hidden-dim 1024 --amp",                                   # trained by the per-step marginal (stop 40)
     "bench_flickr8k.py select --run bench/out/flickr8k_hard_marginal8_pool50_ema0.998_h1024_amp_steps4000_run",
+    "bench_flickr8k.py quality --model hard --objective marginal --marginal-k 8 --length-pool 50 --ema 0.998 --minutes 59 "
+    "--plan-steps 1000 --lr 1e-4 --hidden-dim 1024 --amp --init-from "
+    "bench/out/flickr8k_hard_lambda_r0.1_warmup500_rtg_pool50_ema0.998_h1024_amp_steps4000_run/val_step2500.pt",   # as a last phase (stop 40)
+    "bench_flickr8k.py select --run bench/out/flickr8k_hard_marginal8_pool50_ema0.998_h1024_amp_steps1000_lr0.0001_from_hard_lambda_r0.1"
+    "_warmup500_rtg_pool50_ema0.998_h1024_amp_steps4000_val_step2500_run",
     "bench_ram.py train --task translated --minutes 10",
     "bench_draw.py --skip throughput ablation --minutes 4.5",
     "bench_resume.py --device cuda --model hard --amp-dtype fp16 --deterministic",               # exact resume on a GPU (stop 35; a check, minutes)
