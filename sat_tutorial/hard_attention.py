@@ -231,7 +231,8 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
 
     def marginal_loss(self, feats, captions, lengths):
         """`objective='marginal'`: −Σ_t log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) / #words (+ α_c's penalty), computed
-        exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads."""
+        exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads.
+        REINFORCE's options (λ_r, λ_e, p_expected, expected_warmup, baseline_kind, credit) have no effect here."""
         mask = target_mask(captions, lengths)
         n_words = mask.sum()
         self.count_training_step()
