@@ -135,7 +135,7 @@ def quality(args):
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit, **({"baseline_kind": args.baseline} if args.baseline != "moving_average" else {}),
-                                                                  **({"objective": "marginal", "inference": "marginal", "marginal_k": args.marginal_k}
+                                                                  **({"objective": "marginal", "marginal_k": args.marginal_k}
                                                                      if args.objective == "marginal" else {})}
                                                                  if args.model == "hard" else {})})
     if args.scst_from:                                                     # a cross-entropy model trained earlier

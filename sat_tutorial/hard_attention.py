@@ -233,18 +233,10 @@ class HardAttentionCaptioner(WarmupSteps, SoftAttentionCaptioner):
         """`objective='marginal'`: −Σ_t log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) / #words (+ α_c's penalty), computed
         exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads.
         REINFORCE's options (λ_r, λ_e, p_expected, expected_warmup, baseline_kind, credit) have no effect here."""
-        mask = target_mask(captions, lengths)
-        n_words = mask.sum()
         self.count_training_step()
-        self._fit_marginal = True
-        try: log_p, alpha = marginal_forward(self, feats, captions)               # (B, T, V) normalised, (B, T, L)
+        self._fit_marginal = True                                                  # `rollout` gives M's log-probabilities: the soft
+        try: return SoftAttentionCaptioner.loss(self, feats, captions, lengths)    # model's loss (label smoothing, penalty) applies to them
         finally: self._fit_marginal = False
-        nll = caption_nll(log_p, captions, lengths)                                # (B,) −M(y)
-        fit = word_nll(log_p, captions, lengths, self.label_smoothing).sum(1) if self.label_smoothing else nll
-        loss = fit.sum() / n_words
-        if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words
-        return loss, {"nll": float(nll.detach().sum() / n_words), "entropy": float(attention_entropy(alpha, mask).detach().sum() / n_words),
-                      "expected": 0.0}
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6
 def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
