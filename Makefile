@@ -10,13 +10,15 @@ DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DAT
 TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 JOBS ?= 2
 
-.PHONY: demo test install lab export clean-nbs bench help
+.PHONY: demo test install lab export clean-nbs bench help docs docs-check
 
 help:
 	@echo "make demo   - install into $(VENV) and run the demo (sat-tutorial demo --out demo_out)"
 	@echo "make test   - install into $(VENV), run tests/ and every notebook (nbval)"
 	@echo "make lab    - open the notebooks in JupyterLab"
 	@echo "make export - nbdev_export + nbdev_clean after editing notebooks"
+	@echo "make docs   - build the book (every notebook executed, API, options, results) into _docs/"
+	@echo "make docs-check - open every page of _docs/ in headless Chromium; screenshots in _docs/_screens/"
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,6 +27,25 @@ $(STAMP): settings.ini setup.py
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# The book: the docs extra (Sphinx, myst-nb, theme, Playwright) once, and MathJax 3 from npm (math offline).
+DOCS_STAMP = $(VENV)/.docs-stamp
+MATHJAX    = .docs_build/npm/node_modules/mathjax/es5/tex-svg-full.js
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,docs]" 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import sphinx, myst_nb, sphinx_book_theme, playwright" || { echo "installing .[docs] into $(VENV) failed"; exit 1; }
+	@touch $(DOCS_STAMP)
+
+$(MATHJAX):
+	@command -v npm >/dev/null 2>&1 || { echo "make docs: npm is needed once, to fetch MathJax 3 (apt-get install npm)"; exit 1; }
+	npm install --silent --no-audit --no-fund --prefix .docs_build/npm mathjax@3
+
+docs: $(DOCS_STAMP) $(MATHJAX)
+	$(PY) docs/build.py
+
+docs-check: $(DOCS_STAMP)
+	$(PY) docs/check.py --install-browser
 
 demo: $(STAMP)
 	$(VENV)/bin/sat-tutorial demo --out demo_out
