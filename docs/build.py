@@ -216,7 +216,8 @@ def build(out: Path, work: Path, nbs: list[Path] | None = None, mathjax: Path | 
     try:
         import myst_nb, sphinx, sphinx_book_theme  # noqa: F401
     except ImportError as e:
-        raise BuildError(f"the docs toolchain is not installed ({e.name}): pip install -e '.[docs]' (make docs does it)")
+        raise BuildError(f"the docs toolchain is not installed ({e.name}): "
+                         "pip install -e '.[docs]' (make docs does it)")
     out, work = out.resolve(), work.resolve()
     nbs = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_")) if nbs is None else nbs
     if not nbs:

@@ -3,9 +3,10 @@
     python docs/check.py [--site _docs] [--install-browser]
 
 On every page: each image loaded (naturalWidth > 0), each equation typeset by MathJax (an mjx-container inside
-every .math element, no raw `$$` left in the text), no console error or uncaught exception, no file the page
-loads missing, and no request for anything but local files. Search is checked once: search.html?q=attention must
-list results. One full-page screenshot per notebook goes to <site>/_screens/.
+every .math element, and no raw `$$`, `\\command` or `$x_` TeX left in the text outside code), no console error
+or uncaught exception, no file the page loads missing, and no request for anything but local files. Search is
+checked once: search.html?q=attention must list results. One full-page screenshot per notebook goes to
+<site>/_screens/.
 
 The browser is Debian's `chromium` (or $CHROMIUM), driven by Playwright for Python; Playwright's own browser
 download is not needed.
@@ -24,24 +25,28 @@ ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ("file:", "data:", "blob:", "about:")
 
 # Runs in the page after load: waits for images and MathJax, then reports what is broken.
-INSPECT = """async () => {
+INSPECT = r"""async () => {
   const imgs = [...document.images];
   imgs.forEach(i => { i.loading = 'eager'; });
   await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => { i.onload = i.onerror = r; })));
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   const maths = [...document.querySelectorAll('.math')];
+  // The text a reader sees outside code and typeset math: TeX left in it means a formula the parser missed.
+  const prose = document.body.cloneNode(true);
+  prose.querySelectorAll('pre, code, script, style, textarea, mjx-container, .math').forEach(e => e.remove());
   const raw = [];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT, {acceptNode: n =>
-    n.parentElement.closest('pre, code, script, style, textarea, mjx-container') ? NodeFilter.FILTER_REJECT
-                                                                                 : NodeFilter.FILTER_ACCEPT});
-  while (walker.nextNode()) if (walker.currentNode.data.includes('$$')) raw.push(walker.currentNode.data.trim().slice(0, 80));
+  for (const m of prose.textContent.matchAll(/\$\$|\\[A-Za-z]{2,}|\$(?![A-Z][A-Z0-9_]*\b)[^$\s]*[\\^_{]/g))
+    raw.push(prose.textContent.slice(Math.max(0, m.index - 40), m.index + 40).replace(/\s+/g, ' '));
   return {
     images: imgs.length,
     broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.getAttribute('src')),
     maths: maths.length,
     display: document.querySelectorAll('mjx-container[display="true"]').length,
     untypeset: maths.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.trim().slice(0, 60)),
-    raw_dollars: raw,
+    raw_tex: raw,
+    // MathJax also typesets delimiters it finds in plain text: math the Markdown parser did not mark is garbled
+    stray: [...document.querySelectorAll('mjx-container')].filter(c => !c.closest('.math'))
+             .map(c => (c.parentElement.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 80)),
     styled: getComputedStyle(document.body).fontFamily,
     mathjax: !!window.MathJax,
   };
@@ -87,7 +92,8 @@ def check_page(context, url: str) -> tuple[dict, list[str], object]:
     page.wait_for_timeout(100)  # let late console messages arrive
     problems += [f"broken image: {s}" for s in info["broken"]]
     problems += [f"equation not typeset: {t}" for t in info["untypeset"]]
-    problems += [f"raw $$ in text: {t}" for t in info["raw_dollars"]]
+    problems += [f"raw TeX in text: ...{t}..." for t in info["raw_tex"]]
+    problems += [f"math typeset outside any formula the parser marked: {t}" for t in info["stray"]]
     if info["maths"] and not info["mathjax"]:
         problems.append("page has math but MathJax did not load")
     return info, problems, page

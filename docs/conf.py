@@ -3,6 +3,7 @@
 Everything the built site loads is on disk: the theme's own CSS, JS and fonts, and MathJax 3 copied into _static.
 """
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,7 @@ extensions = ["myst_nb", "sphinx.ext.autodoc", "sphinx.ext.mathjax"]
 exclude_patterns = ["**.ipynb_checkpoints"]
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
+myst_dmath_double_inline = True  # `$$...$$` inside a paragraph is display math, as Jupyter renders it
 
 # Notebooks: executed once, outputs kept in jupyter-cache (keyed by the code cells), so a rebuild
 # after one notebook changes executes only that one.
@@ -33,6 +35,7 @@ nb_ipywidgets_js = {}  # the default loads require.js and the widget manager fro
 autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True}
 autodoc_member_order = "bysource"
 add_module_names = False
+default_role = "literal"  # docstrings write `name` for code, as the notebooks' Markdown does
 
 # Math offline: MathJax 3 from npm, copied by docs/build.py to _static/mathjax/ (path relative to _static).
 mathjax_path = "mathjax/tex-svg-full.js"
@@ -60,5 +63,14 @@ def _keep_outputs_under_work(app):
     app.env.mystnb_config = app.env.mystnb_config.copy(output_folder=str(out))
 
 
+# Docstrings write math as the notebooks do, `$\alpha_t$`; autodoc reads them as reStructuredText, which has no `$`.
+_INLINE_MATH = re.compile(r"(?<![\\$\w])\$(?![\s$])([^$\n]*?[^\s\\$])\$(?![\w$])")
+
+
+def _docstring_math(app, what, name, obj, options, lines):
+    lines[:] = [_INLINE_MATH.sub(lambda m: f":math:`{m[1]}`", line) for line in lines]
+
+
 def setup(app):
     app.connect("builder-inited", _keep_outputs_under_work, priority=900)  # after myst-nb's own handler (500)
+    app.connect("autodoc-process-docstring", _docstring_math)

@@ -5,6 +5,7 @@ The browser check (docs/check.py, `make docs-check`) needs Chromium and runs on 
 """
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def _alpha():
     return new_notebook(cells=[
         new_code_cell("#| default_exp core"),
         new_markdown_cell("# Alpha notebook\n\nThe weights\n\n$$\\alpha_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$\n\n"
-                          "sum to one, and inline $x_i$ is math too."),
+                          "sum to one, and inline $x_i$ is math too. A display inside a paragraph,"
+                          "\n$$\\beta = 1$$\nis display math (as Jupyter shows it)."),
         _runs_cell("alpha"),
         new_code_cell("#| export\ndef double(x):\n    \"Twice x.\"\n    return 2 * x"),
         new_code_cell("#| hide\nprint('HIDDEN' + '-CELL-OUTPUT')"),
@@ -58,7 +60,8 @@ def site(tmp_path_factory):
     (tmp / "nbs").mkdir()
     nbformat.write(_alpha(), tmp / "nbs" / "00_alpha.ipynb")
     nbformat.write(_beta(1), tmp / "nbs" / "01_beta.ipynb")
-    (tmp / "tex-svg-full.js").write_text("/* stands in for MathJax: this test reads HTML, the browser check runs MathJax */")
+    # stands in for MathJax: this test reads HTML, the browser check (docs/check.py) runs MathJax
+    (tmp / "tex-svg-full.js").write_text("/* stands in for MathJax */")
     (tmp / "RESULTS.md").write_text("# Measured results\n\nA table would be here.\n")
     runs = tmp / "runs.log"
     old = os.environ.get("DOCS_TEST_RUNS")
@@ -95,7 +98,6 @@ def test_execution_cached_per_notebook(site):
 
 def test_figures_embedded_and_math_marked(site):
     html = (site["out"] / "nbs" / "00_alpha.html").read_text()
-    import re
     imgs = re.findall(r'<img[^>]*src="([^"]+)"', html)
     assert imgs, "the matplotlib figure is not in the page"
     for src in imgs:
@@ -103,6 +105,7 @@ def test_figures_embedded_and_math_marked(site):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
     assert re.search(r'class="math notranslate nohighlight">\s*\\\[\\alpha_i', html)
     assert re.search(r'<span class="math notranslate nohighlight">\\\(x_i\\\)</span>', html)
+    assert re.search(r'<div class="math notranslate nohighlight">\s*\\\[\\beta = 1\\\]</div>', html)
     assert re.search(r'<script[^>]*src="../_static/mathjax/tex-svg-full.js', html)
     assert (site["out"] / "_static" / "mathjax" / "tex-svg-full.js").read_text().startswith("/* stands in")
 
@@ -163,3 +166,13 @@ def test_missing_mathjax_is_one_clear_error(tmp_path):
     with pytest.raises(build.BuildError, match="MathJax not found at .*npm install"):
         build.build(tmp_path / "site", tmp_path / "work", nbs=[ROOT / "nbs" / "00_core.ipynb"],
                     mathjax=tmp_path / "none.js")
+
+
+def test_docstring_math_becomes_math_role():
+    spec = importlib.util.spec_from_file_location("docs_conf", ROOT / "docs" / "conf.py")
+    conf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conf)
+    lines = ["The $N \\times N$ grid: $F_X$ (bs, N, A).", "Data under $SAT_TUTORIAL_DATA/mnist, $5 or $6."]
+    conf._docstring_math(None, "function", "f", None, {}, lines)
+    assert lines == [r"The :math:`N \times N` grid: :math:`F_X` (bs, N, A).",
+                     "Data under $SAT_TUTORIAL_DATA/mnist, $5 or $6."]  # not math: left alone
