@@ -89,7 +89,6 @@ def stage_notebook(nb, api_link: bool = True):
 
 def options_page() -> str:
     """Every `sat-tutorial` subcommand's --help, generated from the parser the command itself uses."""
-    os.environ["COLUMNS"] = "110"  # argparse wraps at the terminal width
     from sat_tutorial.cli import build_parser
 
     def walk(parser, name):
@@ -102,8 +101,16 @@ def options_page() -> str:
     parts = ["# Command-line options\n",
              "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its options, exactly as its "
              "`--help` prints them; this page is generated from the command's own parser when the book is built.\n"]
-    for name, text in walk(build_parser(), "sat-tutorial"):
-        parts.append(f"## `{name}`\n\n```text\n{text.rstrip()}\n```\n")
+    columns = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "110"  # argparse wraps at the terminal width: the same page on every machine
+    try:
+        for name, text in walk(build_parser(), "sat-tutorial"):
+            parts.append(f"## `{name}`\n\n```text\n{text.rstrip()}\n```\n")
+    finally:
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
     return "\n".join(parts)
 
 
