@@ -64,4 +64,4 @@ def test_train_evaluate_and_self_critical_through_main(tmp_path, capsys):
     assert main(["train", "--model", "transformer", "--steps", "2", "--scst", "--init-from", str(tmp_path / "xe" / "best.pt"),
                  "--out", str(tmp_path / "scst"), *common]) == 0
     ck = torch.load(tmp_path / "scst" / "last.pt", weights_only=True)
-    assert ck["config"]["model"] == "transformer" and ck["config"]["model_kwargs"]["heads"] == 4
+    assert ck["config"]["model"] == "transformer" and ck["config"]["model_kwargs"]["heads"] == 4 and ck["config"]["model_kwargs"]["encoder_layers"] == 0
