@@ -7,6 +7,7 @@ that too.
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5
     .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt
     .venv/bin/python bench/bench_scenes_quality.py --models soft --scst-only --scst-minutes 5   # continue an earlier run
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models transformer --threads 1 --out bench/out/tf   # beside soft
 
 --encoder-weights starts the scene CNN from another run's trained encoder (frozen unless --fine-tune), as Lu et al.
 start from an ImageNet-trained ResNet instead of a random CNN. A run stopped by its minutes has followed a cosine learning
@@ -43,6 +44,7 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "uniform": ("soft", {"uniform_attention": True, "beta_gate": False, "alpha_c": 0.0}),
     "adaptive": ("adaptive", {}),
     "butd": ("butd", {}),
+    "transformer": ("transformer", {}),                                    # notebook 15; the preset: 4 heads, Adam 5e-4
 }
 
 

@@ -36,12 +36,13 @@ __all__ = ['CAPTIONERS', 'OPTIMIZERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainCo
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
               "hard": "sat_tutorial.hard_attention:HardAttentionCaptioner",
               "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
-              "butd": "sat_tutorial.butd:BUTDCaptioner"}
+              "butd": "sat_tutorial.butd:BUTDCaptioner",
+              "transformer": "sat_tutorial.transformer:TransformerCaptioner"}
 
 @dataclass
 class TrainConfig:
     "Everything that defines a captioning run."
-    model: str = "soft"                 # soft | hard | adaptive | butd
+    model: str = "soft"                 # soft | hard | adaptive | butd | transformer
     data: str = "scenes"                # scenes | flickr8k | flickr30k | coco
     data_dir: str | None = None         # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
     restval: bool | None = None         # COCO's restval images into train; None: the dataset's default (on for COCO)
@@ -109,6 +110,8 @@ def scenes_config(**kw) -> TrainConfig:
         base["lr"] = 4e-3             # twice the others': it needs the most steps of the captioners (notebook 07)
     if kw.get("model") == "adaptive": # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
         base["model_kwargs"] = {**base["model_kwargs"], "sentinel_warmup": 300}
+    if kw.get("model") == "transformer":   # 4 heads of 32; no encoder layer over the 256 cells (it would cost 4× the step); Adam 5e-4 as in notebook 15
+        base["model_kwargs"], base["lr"] = {**base["model_kwargs"], "heads": 4, "encoder_layers": 0}, 5e-4
     base.update(kw)
     return TrainConfig(**base)
 

@@ -11,13 +11,15 @@ from sat_tutorial.butd import BUTDCaptioner
 from sat_tutorial.data import Vocab
 from sat_tutorial.hard_attention import HardAttentionCaptioner
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
+from sat_tutorial.transformer import TransformerCaptioner
 
-CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner]
+CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner, TransformerCaptioner]
+EXTRA = {TransformerCaptioner: dict(heads=1)}                     # d_model 6 is no multiple of the default 8 heads
 
 
 def small(cls, **kw):
     torch.manual_seed(1)
-    return cls(15, 8, **{**dict(embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0), **kw})
+    return cls(15, 8, **{**dict(embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0), **EXTRA.get(cls, {}), **kw})
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
