@@ -9,6 +9,7 @@ cfg = config['DEFAULT']
 requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
 lite_requirements = cfg.get('lite_requirements', '').split()
+course_requirements = cfg.get('course_requirements', '').split()
 setuptools.setup(
     name=cfg['lib_name'],
     version=cfg['version'],
@@ -23,7 +24,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['sat_tutorial', 'sat_tutorial.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'lite': lite_requirements},
+    extras_require={'dev': dev_requirements, 'lite': lite_requirements, 'course': course_requirements},
     python_requires='>=' + cfg['min_python'],
     zip_safe=False,
     entry_points={
