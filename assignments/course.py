@@ -4,7 +4,7 @@ release` writes the student versions to `release/`; `python assignments/course.p
 part and a readable line for every part that lost points. One broken submission never stops the others."""
 from __future__ import annotations
 
-import argparse, csv, json, os, sys, warnings
+import argparse, csv, json, os, re, sys, warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -91,15 +91,15 @@ def grade(nbapi, names=None, students=None) -> list[dict]:
     missing = [n for n in names if n not in known]
     if missing: release(nbapi, missing)                            # grading needs the assignment in the gradebook
     rows = []
+    for extra in sorted(p for p in (root / "submitted").glob("*/*") if p.is_dir() and p.name not in assignments(root)):
+        print(f"skipped {extra.relative_to(root)}: there is no assignment {extra.name!r} in source/")
     for name in names:
         subs = sorted(p.parent.name for p in (root / "submitted").glob(f"*/{name}") if p.is_dir()) if (root / "submitted").is_dir() else []
         for student in subs:
             if students is not None and student not in students: continue
             r = nbapi.autograde(name, student, force=True, create=True)
             row = {"student": student, "assignment": name, "score": 0.0, "max_score": 0.0, "parts": {}, "problems": []}
-            if not r["success"]:
-                last = [l for l in (r.get("error") or r.get("log") or "").splitlines() if l.strip()]
-                row["problems"].append("nbgrader could not grade this submission: " + (last[-1][:200] if last else "unknown error"))
+            if not r["success"]: row["problems"].append("nbgrader could not grade this submission: " + _failure(r))
             with Gradebook(nbapi.coursedir.db_url) as gb:
                 try: a = gb.find_assignment(name)
                 except MissingEntry: rows.append(row); continue
@@ -118,6 +118,14 @@ def grade(nbapi, names=None, students=None) -> list[dict]:
             row["problems"] += _solution_errors(root / "autograded" / student / name)
             rows.append(row)
     return rows
+
+
+def _failure(result: dict) -> str:
+    "The exception behind a failed `autograde` (say, a file that is not a notebook), from nbgrader's log."
+    text = (result.get("log") or "") + "\n" + (result.get("error") or "")
+    found = [m.group(2) + ": " + m.group(3) for m in re.finditer(r"^\s*([\w.]+\.)?(\w+(?:Error|Exception)): (.*)$", text, re.M)
+             if m.group(2) != "NbGraderException"]
+    return (found[-1] if found else "unknown error (see nbgrader's log)")[:240]
 
 
 def _solution_errors(folder: Path) -> list[str]:

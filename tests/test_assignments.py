@@ -125,6 +125,10 @@ def course(tmp_path_factory):
            "missing-module": dict(sources={**sol, "a1_attend": "import a_module_that_does_not_exist\n" + sol["a1_attend"]}),
            "raises-at-import": dict(sources={**sol, "a1_beta": "raise RuntimeError('the student broke this cell')\n" + sol["a1_beta"]})}
     for student, kw in bad.items(): submit(course, student, LOOP, kw.get("sources", sol), kw.get("edit"))
+    broken = course / "submitted" / "corrupt-notebook" / LOOP
+    broken.mkdir(parents=True)
+    (broken / f"{LOOP}.ipynb").write_text("{ this is not a notebook", encoding="utf-8")
+    (course / "submitted" / "solution" / "a9_no_such_assignment").mkdir()
     out = _run([sys.executable, str(course / "course.py"), "grade", "--timeout", str(TIMEOUT), "--csv", str(course / "grades.csv")], course)
     with open(course / "grades.csv", newline="", encoding="utf-8") as f:
         rows = {(r["student"], r["assignment"]): r for r in csv.DictReader(f)}
@@ -224,6 +228,13 @@ def test_bad_submissions_get_a_grade_and_a_readable_line(course, student, part, 
     assert float(r["score"]) == sum(full.values()) - full[part]
 
 
+def test_unreadable_notebook_scores_zero_with_a_reason(course):
+    r = course["rows"][("corrupt-notebook", LOOP)]
+    assert float(r["score"]) == 0 and float(r["max_score"]) == sum(_max_points(LOOP).values())
+    assert "could not grade" in r["feedback"], r["feedback"]
+
+
 def test_grade_prints_every_submission(course):
     assert f"wrote {course['root'] / 'grades.csv'}" in course["stdout"]
-    assert len(course["rows"]) == len(NAMES) * 2 + len(course["cases"]) + 4
+    assert "skipped submitted/solution/a9_no_such_assignment" in course["stdout"]
+    assert len(course["rows"]) == len(NAMES) * 2 + len(course["cases"]) + 5
