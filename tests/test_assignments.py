@@ -179,8 +179,8 @@ def test_solution_scores_full_marks(course, name):
     r = course["rows"][("solution", name)]
     run = _solution_run(name)
     if run is not None and run.name == "short_run":
-        # A7 without a recorded full-length run (tests/assignments/a7_project/full_run): the solution is submitted with
-        # the genuine short run, and must lose the target's points only (README.md, "A7 in the tests").
+        # a project without its recorded full-length run (tests/assignments/a7_project/full_run): the solution is
+        # submitted with the genuine short run and must lose the target's points only (README.md, "A7 in the tests")
         full = _max_points(name)
         assert {k for k, v in r["parts"].items() if v < full[k]} == {"a7_target_test"}, r["feedback"]
         return
