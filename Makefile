@@ -10,7 +10,7 @@ DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DAT
 TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 JOBS ?= 2
 
-.PHONY: demo test install lab export clean-nbs bench help docs docs-check
+.PHONY: demo test install lab export clean-nbs bench help docs docs-check assignments grade
 
 help:
 	@echo "make demo   - install into $(VENV) and run the demo (sat-tutorial demo --out demo_out)"
@@ -19,11 +19,13 @@ help:
 	@echo "make export - nbdev_export + nbdev_clean after editing notebooks"
 	@echo "make docs   - build the book (every notebook executed, API, options, results) into _docs/"
 	@echo "make docs-check - open every page of _docs/ in headless Chromium; screenshots in _docs/_screens/"
+	@echo "make assignments - write the student versions of the course kit to assignments/release/"
+	@echo "make grade  - autograde assignments/submitted/<student>/<assignment>/ into assignments/grades.csv"
 
 $(STAMP): settings.ini setup.py
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" || true
-	@$(PY) -c "import sat_tutorial, torch, nbdev, nbval" || { echo "installation into $(VENV) failed"; exit 1; }
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[dev,course]" 2>&1 | grep -v "^WARNING: Location" || true
+	@$(PY) -c "import sat_tutorial, torch, nbdev, nbval, nbgrader" || { echo "installation into $(VENV) failed"; exit 1; }
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -62,3 +64,9 @@ export: $(STAMP)
 
 bench: $(STAMP)
 	$(DATA_ENV) $(PY) bench/run_all.py
+
+assignments: $(STAMP)
+	$(PY) assignments/course.py release
+
+grade: $(STAMP)
+	$(DATA_ENV) MPLBACKEND=Agg $(PY) assignments/course.py grade

@@ -10,6 +10,7 @@ requirements = cfg.get('requirements', '').split()
 dev_requirements = cfg.get('dev_requirements', '').split()
 lite_requirements = cfg.get('lite_requirements', '').split()
 docs_requirements = cfg.get('docs_requirements', '').split()
+course_requirements = cfg.get('course_requirements', '').split()
 setuptools.setup(
     name=cfg['lib_name'],
     version=cfg['version'],
@@ -24,7 +25,7 @@ setuptools.setup(
     packages=setuptools.find_packages(include=['sat_tutorial', 'sat_tutorial.*']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'lite': lite_requirements, 'docs': docs_requirements},
+    extras_require={'dev': dev_requirements, 'lite': lite_requirements, 'docs': docs_requirements, 'course': course_requirements},
     python_requires='>=' + cfg['min_python'],
     zip_safe=False,
     entry_points={

@@ -1,0 +1,154 @@
+# %% md
+# # A6 — Knowing when to look, and attending top-down (Lu et al. 2017; Anderson et al. 2018)
+#
+# Follows notebooks `10_adaptive_attention` and `11_butd`. Adaptive attention adds a **visual sentinel** $s_t$, a
+# memory of what the language model already knows, and a gate $\beta_t$ that decides per word how much to take from the
+# image and how much from the sentinel. Bottom-up/top-down attention (BUTD) runs two LSTMs per word: a top-down
+# attention LSTM that decides where to look over region features, and a language LSTM that predicts the word. You write
+# the sentinel, $\beta_t$ and $\hat c_t$, and one decoding step of BUTD; the modules with their weights come from the
+# package. The hidden tests compare with `VisualSentinel`, `AdaptiveAttention.combine` and `BUTDCaptioner.step`.
+#
+# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete both). 10 points.
+
+# %%
+import torch
+from sat_tutorial.core import seed_everything
+from sat_tutorial.adaptive_attention import AdaptiveAttention, VisualSentinel
+from sat_tutorial.butd import BUTDCaptioner
+
+torch.set_num_threads(1)
+
+def check_close(got, want, what, tol=1e-5):
+    "Assert that `got` has `want`'s shape and values, with a message that says which quantity is off."
+    got, want = torch.as_tensor(got).detach(), torch.as_tensor(want).detach()
+    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    err = float((got.double() - want.double()).abs().max()) if got.numel() else 0.0
+    assert err <= tol * (1 + float(want.double().abs().max())), f"{what}: off by up to {err:.3g}"
+
+seed_everything(0)
+B, L, d, E = 3, 5, 6, 4                            # images, regions, hidden size, word embedding size
+
+# %% md
+# ## 1. The visual sentinel (2 points)
+#
+# $$g_t = \sigma(W_x x_t + W_h h_{t-1}), \qquad s_t = g_t \odot \tanh(m_t),$$
+#
+# with $x_t$ the LSTM's input, $h_{t-1}$ its previous hidden state and $m_t$ its new memory cell. `sentinel.W_x`
+# (with bias) and `sentinel.W_h` (no bias) are `nn.Linear`s; `x (B, E + d)`, `h_prev (B, d)`, `m (B, d)`.
+
+# %% solution id=a6_sentinel
+def sentinel(sent, x, h_prev, m):
+    "s_t `(B, d)`."
+    ### BEGIN SOLUTION
+    g = torch.sigmoid(sent.W_x(x) + sent.W_h(h_prev))
+    return g * torch.tanh(m)
+    ### END SOLUTION
+
+# %% test id=a6_sentinel_test points=2
+sent = VisualSentinel(E + d, d)
+s_t = sentinel(sent, torch.randn(B, E + d), torch.randn(B, d), torch.randn(B, d))
+assert s_t.shape == (B, d), "s_t must be (B, d)"
+assert (s_t.abs() < 1).all(), "|s_t| < 1: a gate in (0, 1) times a tanh"
+### BEGIN HIDDEN TESTS
+seed_everything(61)
+sent2 = VisualSentinel(9, 7)
+x2, hp2, m2 = torch.randn(4, 9), torch.randn(4, 7), 3 * torch.randn(4, 7)
+check_close(sentinel(sent2, x2, hp2, m2), sent2(sent2.W_x(x2), hp2, m2), "s_t")
+### END HIDDEN TESTS
+
+# %% md
+# ## 2. The sentinel gate $\beta_t$ and the adaptive context $\hat c_t$ (3 points)
+#
+# The region scores are $z_t \in \mathbb R^L$ and the sentinel's score is one more number $z^s_t$. Softmax over the
+# $L + 1$ scores together:
+#
+# $$\hat\alpha_t = \mathrm{softmax}([z_t; z^s_t]), \qquad \beta_t = \hat\alpha_t[L + 1], \qquad
+#   c_t = \sum_i \alpha_{ti} v_i \text{ with } \alpha_t = \mathrm{softmax}(z_t), \qquad
+#   \hat c_t = \beta_t s_t + (1 - \beta_t) c_t .$$
+#
+# `z (B, L)`, `z_s (B, 1)`, region features `V (B, L, d)`, sentinel `s (B, d)`. Return `alpha_hat (B, L + 1)` (the
+# sentinel last), `beta (B, 1)` and `c_hat (B, d)`.
+
+# %% solution id=a6_combine
+def adaptive_context(z, z_s, V, s):
+    "α̂_t `(B, L+1)`, β_t `(B, 1)`, ĉ_t `(B, d)`."
+    ### BEGIN SOLUTION
+    alpha_hat = torch.cat([z, z_s], -1).softmax(-1)
+    beta = alpha_hat[:, -1:]
+    c = (z.softmax(-1)[..., None] * V).sum(1)
+    return alpha_hat, beta, beta * s + (1 - beta) * c
+    ### END SOLUTION
+
+# %% test id=a6_combine_test points=3
+a_hat, beta, c_hat = adaptive_context(torch.randn(B, L), torch.randn(B, 1), torch.randn(B, L, d), torch.randn(B, d))
+assert a_hat.shape == (B, L + 1) and beta.shape == (B, 1) and c_hat.shape == (B, d), "shapes (B, L+1), (B, 1), (B, d)"
+check_close(a_hat.sum(-1), torch.ones(B), "Σ α̂_t")
+### BEGIN HIDDEN TESTS
+seed_everything(62)
+z3, zs3, V3, s3 = torch.randn(4, 7), torch.randn(4, 1), torch.randn(4, 7, 5), torch.randn(4, 5)
+a_ref, c_ref, chat_ref = AdaptiveAttention.combine(z3, zs3, V3, s3)
+a_got, b_got, chat_got = adaptive_context(z3, zs3, V3, s3)
+check_close(a_got, a_ref, "α̂_t")
+check_close(b_got, a_ref[:, -1:], "β_t")
+check_close(chat_got, chat_ref, "ĉ_t = β_t s_t + (1 − β_t) c_t")
+### END HIDDEN TESTS
+
+# %% md
+# ## 3. One step of the top-down captioner (5 points)
+#
+# BUTD's state is `(h1, c1, h2, c2, v, gates_v, keys)`: the attention LSTM's state (superscript 1), the language
+# LSTM's (superscript 2), the region features `v (B, R, D)`, and two per-image constants you may ignore (they only
+# speed things up). With $\bar v = \frac1R \sum_i v_i$ and $\Pi_t$ the previous word:
+#
+# $$x^1_t = [h^2_{t-1};\ \bar v;\ W_e \Pi_t], \qquad h^1_t = \mathrm{LSTM}_1(x^1_t, h^1_{t-1}),$$
+# $$\alpha_t = \mathrm{softmax}\big(w_a^\top \tanh(W_{va} v_i + W_{ha} h^1_t)\big), \qquad \hat v_t = \sum_i \alpha_{ti} v_i,$$
+# $$x^2_t = [\hat v_t;\ h^1_t], \qquad h^2_t = \mathrm{LSTM}_2(x^2_t, h^2_{t-1}), \qquad p(y_t) = \mathrm{softmax}(W_p h^2_t + b_p).$$
+#
+# The modules: `model.embed` ($W_e$), `model.att_lstm` and `model.lang_lstm` (`nn.LSTMCell`s with the inputs in the
+# order above), `model.attention` (call it as `model.attention(model.attention.keys(v), v, h1)` → `alpha, v_hat`),
+# `model.W_p`. Return the log-probabilities `(B, V)`, the new state (the same 7-tuple; keep `v`, `gates_v`, `keys`
+# as they are) and `alpha (B, R)`. Dropout is off in these tests.
+
+# %% solution id=a6_butd
+def butd_step(model, words, state):
+    "log p(y_t | y_<t) `(B, V)`, the new state, α_t `(B, R)`."
+    ### BEGIN SOLUTION
+    h1, c1, h2, c2, v, gates_v, keys = state
+    x1 = torch.cat([h2, v.mean(1), model.embed(words)], 1)                     # top-down: the language LSTM's h²_{t−1}
+    h1, c1 = model.att_lstm(x1, (h1, c1))
+    alpha, v_hat = model.attention(model.attention.keys(v), v, h1)
+    h2, c2 = model.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))
+    return model.W_p(h2).log_softmax(-1), (h1, c1, h2, c2, v, gates_v, keys), alpha
+    ### END SOLUTION
+
+# %% test id=a6_butd_attention_test points=3
+seed_everything(1)
+butd = BUTDCaptioner(11, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0).eval()
+regions = torch.randn(B, L, 8)
+lp, st, alpha = butd_step(butd, torch.full((B,), 1), butd.init_state(regions))
+assert lp.shape == (B, 11) and alpha.shape == (B, L) and len(st) == 7, "shapes: (B, V), a 7-tuple, (B, R)"
+### BEGIN HIDDEN TESTS
+seed_everything(63)
+m6 = BUTDCaptioner(13, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0).eval()
+r6 = torch.randn(4, 6, 8)
+words = [torch.tensor([1, 1, 1, 1]), torch.tensor([5, 3, 9, 2]), torch.tensor([4, 4, 7, 12])]
+st_ref = st_got = m6.init_state(r6)
+with torch.no_grad():
+    for t, w in enumerate(words):                   # three steps: from step 2 on, h²_{t−1} is not zero
+        lp_ref, st_ref, a_ref = m6.step(w, st_ref)
+        lp_got, st_got, a_got = butd_step(m6, w, st_got)
+        check_close(a_got, a_ref, f"α_t at step {t + 1}")
+        check_close(st_got[0], st_ref[0], f"h¹_t (the attention LSTM) at step {t + 1}")
+### END HIDDEN TESTS
+
+# %% test id=a6_butd_words_test points=2
+check_close(lp.exp().sum(-1), torch.ones(B), "Σ p(y_t)")
+### BEGIN HIDDEN TESTS
+st_ref = st_got = m6.init_state(r6)
+with torch.no_grad():
+    for t, w in enumerate(words):
+        lp_ref, st_ref, _ = m6.step(w, st_ref)
+        lp_got, st_got, _ = butd_step(m6, w, st_got)
+        check_close(st_got[2], st_ref[2], f"h²_t (the language LSTM) at step {t + 1}")
+        check_close(lp_got, lp_ref, f"log p(y_t) at step {t + 1}")
+### END HIDDEN TESTS
