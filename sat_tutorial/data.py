@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 # %% auto #0
@@ -40,6 +40,8 @@ class Vocab:
         itos = list(itos)
         if tuple(itos[:4]) != self.specials: raise ValueError(f"a vocabulary must start with {self.specials}, got {itos[:4]}")
         if len(set(itos)) != len(itos): raise ValueError("a vocabulary must not repeat words")
+        bad = [w for w in itos if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1]
+        if bad: raise ValueError(f"a vocabulary word must be a non-empty string without spaces, got {bad[0]!r}")
         self.itos, self.stoi = itos, {w: i for i, w in enumerate(itos)}
 
     @classmethod
@@ -131,8 +133,15 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         if restval_to_train and split == "restval": split = "train"
         if want is not None and split not in want: continue
         caps, raws, grounds = [], [], []
-        for s in im.get("sentences") or []:
-            toks = [t.lower() for t in s["tokens"]] if s.get("tokens") else tokenize(s.get("raw", ""))
+        sents = im.get("sentences") or []
+        if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
+            raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list of objects with 'tokens' or 'raw'")
+        for s in sents:
+            toks = s.get("tokens")
+            if toks is not None and not (isinstance(toks, list) and all(isinstance(t, str) for t in toks)):
+                raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list of strings, got {toks!r:.60}")
+            # empty or blank tokens ("") are dropped and a token with spaces is several words: a vocabulary word is never blank
+            toks = [w.lower() for t in toks for w in t.split()] if toks else tokenize(s.get("raw") or "")
             if not toks:
                 empty.append(f"{im['filename']}#{len(caps) + len(empty)}"); continue
             caps.append(toks); raws.append(s.get("raw") or " ".join(toks)); grounds.append(s.get("grounding"))
@@ -191,6 +200,8 @@ def load_dataset(name: str, data_dir=None, restval: bool | None = None, check_fi
     return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
 
 # %% ../nbs/01_data.ipynb #b11ba41f
+from struct import error as struct_error     # what some corrupt image headers raise inside Pillow
+
 class ImageError(OSError):
     "An image file that is missing or cannot be decoded."
 
@@ -212,14 +223,17 @@ def to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 def load_image(path) -> Image.Image:
-    "Open an image file as RGB; `ImageError` naming the file if it is missing, truncated or not an image."
+    "Open an image file as RGB, turned as its EXIF orientation says; `ImageError` naming the file if it is missing, truncated, too large or not an image."
     path = Path(path)
     try:
         with Image.open(path) as im:
             im.load()          # decode now, so a truncated file fails here and not in a worker later
-            return to_rgb(im)
+            return to_rgb(ImageOps.exif_transpose(im))     # a phone photo stored sideways or mirrored, as it is shown
     except FileNotFoundError: raise ImageError(f"{path}: image file not found") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+    except IsADirectoryError: raise ImageError(f"{path}: is a folder, not an image file") from None
+    except Image.DecompressionBombError as e:
+        raise ImageError(f"{path}: refused, too many pixels to decode safely ({e})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, struct_error) as e:
         raise ImageError(f"{path}: unreadable or truncated image ({e})") from None
 
 # %% ../nbs/01_data.ipynb #d276e202
