@@ -6,16 +6,21 @@
 from __future__ import annotations
 
 import argparse, json, os, sys, time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from .core import (InputError, dropout_float, get_device, nonneg_float, nonneg_int, positive_float, positive_int,
+                               seed_int, unit_float)
+
 # %% auto #0
 __all__ = ['HelpFormatter', 'add_train', 'config_from_args', 'split_inputs', 'end_torchrun_worker', 'cmd_train', 'set_reads',
            'add_reads', 'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract',
-           'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
+           'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main', 'CaptionResult', 'ImageCaptioner',
+           'load_captioner']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -168,7 +173,7 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
     members = list(getattr(model, "members", [model]))                         # an ensemble: its hard-attention members
     hard = [m for m in members if hasattr(m, "marginal_k")]
     if not hard:
-        raise SystemExit(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
+        raise InputError(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
                          + " and ".join(type(m).__name__ for m in members))
     for m in hard: m.inference = reads
 
@@ -242,44 +247,29 @@ def add_caption(sub) -> None:
     p.set_defaults(func=cmd_caption)
 
 def cmd_caption(args) -> int:
-    from PIL import Image
-    from sat_tutorial.core import get_device
-    from sat_tutorial.data import load_image
-    from sat_tutorial.decoding import decode
-    from sat_tutorial.soft_attention import show_attention
-    from dataclasses import replace
-    from sat_tutorial.encoders import build_encoder
-    from sat_tutorial.training import input_size, load_ensemble, transform_for
-    dev = get_device(args.device)
+    "Caption each image on its own with `load_captioner`: a file that cannot be read gets one line, the others are still captioned."
     names = " + ".join(map(str, args.checkpoint))
-    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev)
-    set_reads(model, args.reads, names)
-    one_hard = cfg.model == "hard" and not hasattr(model, "members") and model.inference != "expected"   # one location per word
-    if cfg.features:   # trained on stored features: run the backbone that made them
-        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
-        cfg = replace(cfg, features=None)
-    size = input_size(cfg)                                         # the size the features were made at
-    if getattr(enc, "needs_boxes", False):
-        raise ValueError(f"{names} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
-                         "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")
-    tf = transform_for(cfg)
+    cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
+    if cap.needs_boxes:
+        raise InputError(f"{names} uses the region encoder {cap.cfg.encoder!r}, which needs object boxes for every image; "
+                         "`caption` works with grid encoders (use `evaluate` for region models on their dataset, or "
+                         "sat_tutorial.load_captioner(...)(image, boxes=...) from Python)")
+    failed = 0
     for n, f in enumerate(args.images):
-        im = load_image(f)
-        if cfg.encoder == "scene_cnn": im = im.resize((size, size), Image.BILINEAR)
-        with torch.no_grad(): feats = enc(tf(im)[None].to(dev))
-        c = decode(model, feats, args.beam_size, args.max_len, [vocab.unk] if args.no_unk else (), args.length_norm)[0]
-        words = vocab.decode(c.tokens)
-        print(f"{f}: {' '.join(words)}  (log p = {c.logprob:.2f})")
+        try: r = cap(f, args.beam_size, args.max_len, args.length_norm, args.no_unk)
+        except (OSError, ValueError) as e:                                 # this image only: the others are still captioned
+            failed += 1; print(f"sat-tutorial: error: {e}", file=sys.stderr, flush=True); continue
+        print(f"{f}: {r.text}  (log p = {r.logprob:.2f})", flush=True)
         if args.attention_png:
             import matplotlib; matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
             out = Path(args.attention_png)
             if len(args.images) > 1: out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
-            g = int(round(c.attn.shape[1] ** 0.5))
-            shown = im if cfg.encoder == "scene_cnn" else im.resize((size, size))
-            fig = show_attention(shown, words, c.attn, (g, g), hard=one_hard, title=" ".join(words))
-            out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90)
+            fig = r.plot(); out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90, bbox_inches="tight"); plt.close(fig)
             print(f"  attention: {out}")
-    return 0
+    if failed: print(f"sat-tutorial: error: {failed} of {len(args.images)} images could not be captioned", file=sys.stderr)
+    return 1 if failed else 0
+
 
 # %% ../nbs/13_cli.ipynb #7f01fbce
 def add_extract(sub) -> None:
@@ -405,3 +395,131 @@ def main(argv=None) -> int:
         print("interrupted", file=sys.stderr); return 130
     except (FileNotFoundError, ValueError, ImportError) as e:
         print(f"sat-tutorial: error: {e}", file=sys.stderr); return 1
+
+# %% ../nbs/13_cli.ipynb #a91c0002
+@dataclass
+class CaptionResult:
+    "One image's caption: its words, their total log-probability, and the attention of each word."
+    source: str                    # the file, or "image N" for an image given in memory
+    words: list[str]
+    logprob: float                 # Σ log p of the words (and of <end> when it was reached)
+    attention: torch.Tensor        # (n_words, g, g) on the grid, or (n_words, R) over regions
+    image: Any = None              # the image as the encoder saw it (PIL, resized and cropped)
+    boxes: torch.Tensor | None = None   # (R, 4) the regions, for region models
+    hard: bool = False             # one location read per word (hard attention, argmax or marginal reads)
+    finished: bool = True          # False if max_len cut the caption before <end>
+
+    @property
+    def text(self) -> str: return " ".join(self.words)
+
+    @property
+    def locations(self) -> list[int] | None:
+        "The cell (row-major) or region each word read, for hard attention; None for soft attention."
+        return self.attention.flatten(1).argmax(1).tolist() if self.hard else None
+
+    def plot(self, ncols: int = 6, title: str | None = None):
+        "The image, then each word's attention over it (a matplotlib figure)."
+        if self.boxes is not None:
+            from sat_tutorial.butd import show_region_attention
+            return show_region_attention(self.image, self.words, self.attention, self.boxes, ncols=ncols, title=title or self.text)
+        from sat_tutorial.soft_attention import show_attention
+        return show_attention(self.image, self.words, self.attention.flatten(1), tuple(self.attention.shape[1:]),
+                              hard=self.hard, ncols=ncols, title=title or self.text)
+
+    show_attention = plot
+
+    def __repr__(self): return f"CaptionResult({self.source}: {self.text!r}, log p {self.logprob:.2f})"
+
+# %% ../nbs/13_cli.ipynb #a91c0003
+class ImageCaptioner:
+    "A trained captioner (or an ensemble) with its encoder, vocabulary and image transform: call it on images to caption them."
+    def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
+        from sat_tutorial.training import input_size, transform_for
+        self.encoder, self.model, self.vocab, self.cfg, self.device = encoder, model, vocab, cfg, device
+        self.checkpoints, self.size = list(checkpoints), input_size(cfg)
+        self.transform = transform_for(cfg)
+        self.needs_boxes = bool(getattr(encoder, "needs_boxes", False))
+
+    @property
+    def hard(self) -> bool:
+        "Whether each word reads one location (hard attention, not an ensemble, not 'expected' reads)."
+        return hasattr(self.model, "marginal_k") and self.model.inference != "expected"
+
+    def prepare(self, image, name: str = "image"):
+        "A path, PIL image or image tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
+        from PIL import Image
+        from sat_tutorial.data import load_image, to_rgb
+        if isinstance(image, (str, os.PathLike)): im = load_image(image)
+        elif isinstance(image, Image.Image): im = to_rgb(image)
+        elif isinstance(image, (torch.Tensor, np.ndarray)):
+            x = torch.as_tensor(image)
+            if x.ndim != 3 or x.shape[0] not in (1, 3):
+                raise InputError(f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}")
+            if x.dtype != torch.uint8:
+                if not x.is_floating_point() or not bool(((x >= 0) & (x <= 1)).all()):
+                    raise InputError(f"{name}: an image tensor must hold floats in [0, 1] or uint8 values")
+                x = (x * 255).round().to(torch.uint8)
+            im = Image.fromarray(x.expand(3, -1, -1).permute(1, 2, 0).cpu().numpy())
+        else: raise InputError(f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image or a (3, H, W) tensor")
+        if self.cfg.encoder in ("scene_cnn", "scene_regions"):         # the 64-pixel scenes, read as they are
+            if im.size != (self.size, self.size): im = im.resize((self.size, self.size), Image.BILINEAR)
+        else:                                                           # what image_transform does before ToTensor
+            from torchvision import transforms as T
+            im = T.CenterCrop(self.size)(T.Resize(self.size)(im))
+        return im, self.transform(im)
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor, boxes: torch.Tensor | None = None) -> torch.Tensor:
+        "Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and region boxes `(B, R, 4)` for region encoders)."
+        from sat_tutorial.soft_attention import encode
+        return encode(self.encoder, images, boxes, self.device).float()
+
+    @torch.no_grad()
+    def decode(self, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False):
+        "`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per image."
+        from sat_tutorial.decoding import decode
+        positive_int.check(beam_size, "beam_size"); positive_int.check(max_len, "max_len"); nonneg_float.check(length_norm, "length_norm")
+        return decode(self.model, feats.to(self.device), beam_size, max_len, [self.vocab.unk] if no_unk else (), length_norm)
+
+    def __call__(self, images, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False,
+                 batch_size: int = 16, boxes=None):
+        "Caption one image (→ a `CaptionResult`) or a list of them (→ a list), `batch_size` at a time; `boxes`: each image's regions `(R, 4)` for region models."
+        single = not isinstance(images, (list, tuple))
+        items = [images] if single else list(images)
+        if boxes is not None and single: boxes = [boxes]
+        if self.needs_boxes and (boxes is None or len(boxes) != len(items)):
+            raise InputError(f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): give each image's boxes, boxes=[(R, 4), …]")
+        positive_int.check(batch_size, "batch_size")
+        out = []
+        for s in range(0, len(items), batch_size):
+            names = [str(x) if isinstance(x, (str, os.PathLike)) else f"image {s + i}" for i, x in enumerate(items[s:s + batch_size])]
+            shown, xs = zip(*(self.prepare(x, n) for x, n in zip(items[s:s + batch_size], names)))
+            bx = torch.stack([torch.as_tensor(b, dtype=torch.float32) for b in boxes[s:s + batch_size]]) if self.needs_boxes else None
+            caps = self.decode(self.features(torch.stack(xs), bx), beam_size, max_len, length_norm, no_unk)
+            for k, (n, im, c) in enumerate(zip(names, shown, caps)):
+                a = c.attn.float().cpu()                                   # (n_words, L)
+                if bx is None:
+                    g = int(round(a.shape[1] ** 0.5)); a = a.reshape(len(a), g, g)
+                out.append(CaptionResult(n, self.vocab.decode(c.tokens), float(c.logprob), a, im,
+                                         None if bx is None else bx[k], self.hard, c.finished))
+        return out[0] if single else out
+
+    def __repr__(self):
+        return f"ImageCaptioner({' + '.join(self.checkpoints)}: {self.cfg.model} on {self.cfg.data}, {self.cfg.encoder}, {len(self.vocab)} words)"
+
+def load_captioner(checkpoint, device=None, reads: str | None = None, live: bool = False) -> ImageCaptioner:
+    """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of them (an ensemble, notebook 08). `device`: None or
+    'auto' for a GPU where there is one; `reads`: hard attention's test-time reading (argmax, marginal, expected); `live`: a run with
+    --ema decoded with its last training weights."""
+    from dataclasses import replace
+    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.training import load_ensemble
+    paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    if not paths: raise InputError("load_captioner needs a checkpoint")
+    dev = get_device(device)
+    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live)
+    set_reads(model, reads, " + ".join(map(str, paths)))
+    if cfg.features:   # trained on stored features: run the backbone that made them
+        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
+        cfg = replace(cfg, features=None)
+    return ImageCaptioner(enc, model, vocab, cfg, dev, [str(p) for p in paths])
