@@ -170,6 +170,7 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
 def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
     "Load a checkpoint written by `save_checkpoint` safely (`weights_only=True`), with errors that name the file."
     path = Path(path)
+    if path.is_dir(): raise InputError(f"checkpoint {path} is a folder, not a checkpoint file")
     if not path.is_file(): raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)

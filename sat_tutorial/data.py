@@ -111,6 +111,13 @@ def _missing_message(missing: list, n: int, path, root) -> str:
     ex = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
     return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
 
+def _opens(p: Path) -> bool:
+    "Whether Pillow recognises the file as an image (its header only: cheap; a truncated body is found later, when it is decoded)."
+    try:
+        with Image.open(p): return True
+    except Image.DecompressionBombError: return False
+    except (OSError, SyntaxError, ValueError): return False
+
 def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
                   check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
     "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
@@ -124,7 +131,7 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         raise ValueError(f"{path}: expected a JSON object with an 'images' list (Karpathy format)")
     root = Path(image_root) if image_root is not None else path.parent
     want = set(splits) if splits is not None else None
-    records, no_caps, empty, missing, n_checked = [], [], [], [], 0
+    records, no_caps, empty, missing, unreadable, n_checked, listed = [], [], [], [], [], 0, Counter()
     for i, im in enumerate(js["images"]):
         if not isinstance(im, dict) or "filename" not in im:
             raise ValueError(f"{path}: images[{i}] has no 'filename'")
@@ -132,6 +139,7 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         if split not in SPLITS: raise ValueError(f"{path}: images[{i}] ({im['filename']}) has split {split!r}, expected one of {SPLITS}")
         if restval_to_train and split == "restval": split = "train"
         if want is not None and split not in want: continue
+        listed[split] += 1
         caps, raws, grounds = [], [], []
         sents = im.get("sentences") or []
         if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
@@ -151,17 +159,25 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         n_checked += 1
         if check_files and not p.is_file():
             missing.append(im["filename"]); continue
+        if check_files and not _opens(p):
+            unreadable.append(im["filename"]); continue
         extra = {k: v for k, v in im.items() if k not in ("filename", "filepath", "split", "sentences", "sentids")}
         records.append(ImageRecord(i, im["filename"], p, split, caps, raws,
                                    grounds if all(g is not None for g in grounds) else None, extra))
     if report is not None:
-        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing)):
+        report["listed"] = {s: report.get("listed", {}).get(s, 0) + listed[s] for s in set(listed) | set(report.get("listed", {}))}
+        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing),
+                     ("unreadable_image_files", unreadable)):
             if v: report[k] = report.get(k, 0) + len(v)
     _warn_skips("images with no captions", no_caps, path)
     _warn_skips("empty captions", empty, path)
-    if missing:
-        msg = _missing_message(missing, n_checked, path, root)
-        if len(missing) > max_missing * n_checked:
+    if unreadable: _warn_skips("image files that are not images (unreadable headers)", unreadable, path)
+    if missing or unreadable:
+        msg = _missing_message(missing, n_checked, path, root) if missing else ""
+        if unreadable: msg = (f"{msg}, and {len(unreadable)} more are not readable images" if msg else
+                              f"{len(unreadable)} of {n_checked} images listed in {path} are not readable images under {root}") + \
+                             f" (first unreadable: {', '.join(unreadable[:3])})"
+        if len(missing) + len(unreadable) > max_missing * n_checked:
             raise FileNotFoundError(f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
                                     "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?")
         warnings.warn(f"{msg}; they are skipped", stacklevel=2)
