@@ -181,11 +181,12 @@ def cmd_train(args) -> int:
     if args.evaluate and cfg.data == "scenes" and not cfg.n_test: raise InputError("--evaluate needs test scenes: --n-test is 0")
     out.mkdir(parents=True, exist_ok=True)
     get_device(args.device)                                             # a bad --device fails before anything is written
-    if rank == 0:
+    def replace_old():                                                 # only once the new run is checked and about to start
         for f in old: f.unlink(missing_ok=True)
         if old: print(f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}")
+    if rank == 0:
         print(f"training {cfg.model} on {cfg.data} -> {out}")
-    summary = fit(cfg, out, resume=args.resume, device=args.device)
+    summary = fit(cfg, out, resume=args.resume, device=args.device, on_start=replace_old)
     if rank == 0:
         print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
         if args.evaluate:

@@ -104,13 +104,13 @@ class TrainConfig:
     init_from: str | None = None        # checkpoint to start from (SCST continues a cross-entropy model)
 
     def __post_init__(self):
-        "Refuse values outside their range (the same rule as the command's flags), naming the field and its flag."
+        "Refuse values outside their range (the same rule as the command's flags, which argparse applies first), naming the field."
         for name, rng in CONFIG_RANGES.items():
             v = getattr(self, name)
-            if v is not None or name != "image_size": rng.check(v, f"{name} (--{name.replace('_', '-')})")
+            if v is not None or name != "image_size": rng.check(v, name)
         for name, allowed in CONFIG_CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise InputError(f"{name} (--{name.replace('_', '-')}) must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+                raise InputError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
         if not isinstance(self.model_kwargs, dict):
             raise InputError(f"model_kwargs (--model-kwargs) must be a JSON object of options, not {self.model_kwargs!r}")
 
@@ -466,10 +466,11 @@ def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, b
     return state
 
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
-        progress: bool = True, log=print, stop_at: int = 0, time_cap: float = 0.0) -> dict:
+        progress: bool = True, log=print, stop_at: int = 0, time_cap: float = 0.0, on_start=None) -> dict:
     """Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data).
     `time_cap`: minutes after which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it leaves the
-    learning-rate schedule to the steps, so a run that finishes within it does not depend on the machine's speed."""
+    learning-rate schedule to the steps, so a run that finishes within it does not depend on the machine's speed.
+    `on_start()`: called (by process 0) once everything is checked and loaded, just before the first step."""
     from tqdm.auto import tqdm
     import torch.distributed as dist
     rank, world, device, started = init_distributed(device)
@@ -489,6 +490,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
                       image_size=cfg.image_size or st.meta.get("image_size"))   # what `caption` runs the backbone at
     check_usable(cfg, records, report)                                 # before the first step: something to train (and validate) on
+    report.pop("listed", None)                                         # what the file listed: not a data problem
     loader = {s: st.load_record for s, st in stores.items()}
     vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
@@ -567,7 +569,9 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         t = torch.tensor([float(flag)], device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
-    if rank == 0: (out_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))   # as resolved, once the run can start
+    if rank == 0:
+        if on_start is not None: on_start()
+        (out_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))     # as resolved, once the run can start
     t0, stale, skipped, last_batch = time.perf_counter(), 0, 0, None
     def minutes() -> float: return spent + (time.perf_counter() - t0) / 60
     def budget_used() -> float:

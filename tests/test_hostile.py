@@ -156,6 +156,8 @@ ERRORS = {
     "train: unreadable images over --max-missing": (["train", *RUN, "--data", "flickr8k", "--data-dir", "{w}/unreadable"], "not readable images"),
     "train: every train image unreadable": (["train", *RUN, "--data", "flickr8k", "--data-dir", "{w}/unreadable", "--max-missing", "1"],
                                             "nothing to train on"),
+    "train --overwrite refused by its data keeps the old run": (["train", "--out", "{w}/run", "--overwrite", "--data", "flickr8k",
+                                                                 "--data-dir", "{w}/notrain"], "nothing to train on"),
     "evaluate text checkpoint": (["evaluate", "--checkpoint", "{w}/text.pt"], "text.pt could not be loaded"),
     "evaluate truncated checkpoint": (["evaluate", "--checkpoint", "{w}/cut.pt"], "cut.pt could not be loaded"),
     "evaluate pickled object": (["evaluate", "--checkpoint", "{w}/pickle.pt"], "pickle.pt could not be loaded"),
@@ -253,3 +255,15 @@ def test_a_bug_keeps_its_traceback(world, monkeypatch):
     "An unexpected exception is not turned into one line: it propagates (and the interpreter prints its traceback)."
     monkeypatch.setattr("sat_tutorial.training.load_ensemble", lambda *a, **k: {}["a bug"])
     with pytest.raises(KeyError): main(["evaluate", "--checkpoint", str(world / "run" / "best.pt")])
+
+
+def test_demo_cut_short_by_its_time_cap_says_so(tmp_path, capsys):
+    "A demo whose --minutes cap stops training early says so (steps done of planned, how to rerun), on the console and in metrics.json."
+    with deadline(300):
+        assert main(["demo", "--out", str(tmp_path), "--steps", "50", "--minutes", "1e-9", "--n-train", "60", "--n-test", "10",
+                     "--device", "cpu"]) == 0
+    err = capsys.readouterr().err
+    m = json.loads((tmp_path / "metrics.json").read_text())
+    assert m["steps_done"] == 1 and m["steps_planned"] == 50 and m["stopped_by_time_cap"] is True
+    assert "stopped training after 1 of 50 planned steps" in m["note"] and "--minutes" in m["note"]
+    assert err.count(m["note"]) == 2                                   # before the evaluation, and again at the end
