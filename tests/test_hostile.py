@@ -267,3 +267,20 @@ def test_demo_cut_short_by_its_time_cap_says_so(tmp_path, capsys):
     assert m["steps_done"] == 1 and m["steps_planned"] == 50 and m["stopped_by_time_cap"] is True
     assert "stopped training after 1 of 50 planned steps" in m["note"] and "--minutes" in m["note"]
     assert err.count(m["note"]) == 2                                   # before the evaluation, and again at the end
+
+
+def test_blank_tokens_never_become_words(tmp_path):
+    "A Karpathy file whose tokens hold \"\", blanks or two words in one: the blanks are dropped, the pair split; no blank word in the vocabulary."
+    from sat_tutorial.data import Vocab, load_karpathy
+    d = fake_dataset(tmp_path, n=5)
+    js = json.loads((d / "dataset_flickr8k.json").read_text())
+    js["images"][0]["sentences"][0]["tokens"] = ["a", "", " ", "red  dog"]
+    (d / "dataset_flickr8k.json").write_text(json.dumps(js))
+    recs = load_karpathy(d / "dataset_flickr8k.json", d / "images")
+    assert recs[0].captions[0] == ["a", "red", "dog"]
+    vocab = Vocab.build((c for r in recs for c in r.captions), min_count=1)
+    assert all(w.strip() == w and w for w in vocab.itos)
+    js["images"][1]["sentences"][0]["tokens"] = "a red dog"                  # a string, not a list of tokens
+    (d / "dataset_flickr8k.json").write_text(json.dumps(js))
+    with pytest.raises(ValueError, match=r"images\[1\] \(001.jpg\): 'tokens' must be a list of strings"):
+        load_karpathy(d / "dataset_flickr8k.json", d / "images")
