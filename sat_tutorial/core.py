@@ -5,7 +5,7 @@
 # %% ../nbs/00_core.ipynb #9e57d39f
 from __future__ import annotations
 
-import os, random, tempfile, warnings
+import argparse, math, os, random, tempfile, warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,52 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['get_device', 'seed_everything', 'rng_state', 'set_rng_state', 'check_shape', 'data_root', 'find_data',
-           'save_checkpoint', 'load_checkpoint']
+__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'dropout_float',
+           'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'seed_everything', 'rng_state', 'set_rng_state',
+           'check_shape', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint']
+
+# %% ../nbs/00_core.ipynb #e1a0c002
+class InputError(ValueError):
+    "Something a user gave — a flag, a file, a configuration value — that cannot be used; the message names it."
+
+class Range:
+    "An argparse `type` for a number in an interval; `check(value, name)` applies the same rule to a value from Python."
+    def __init__(self, kind: type, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False):
+        self.kind, self.lo, self.hi, self.lo_open, self.hi_open = kind, lo, hi, lo_open, hi_open
+        noun = "an integer" if kind is int else "a number"
+        parts = ([f"{'>' if lo_open else '≥'} {lo}"] if lo is not None else []) + ([f"{'<' if hi_open else '≤'} {hi}"] if hi is not None else [])
+        self.what = f"{noun} {' and '.join(parts)}".strip()
+        self.__name__ = self.what                                       # what argparse prints for a value it cannot convert
+
+    def ok(self, x) -> bool:
+        if isinstance(x, bool) or not isinstance(x, (int, float)): return False
+        if self.kind is int and not float(x).is_integer(): return False
+        if not math.isfinite(x): return False
+        if self.lo is not None and not (x > self.lo if self.lo_open else x >= self.lo): return False
+        if self.hi is not None and not (x < self.hi if self.hi_open else x <= self.hi): return False
+        return True
+
+    def __call__(self, text: str):
+        "Parse a command-line value, or raise argparse's error that says which numbers are allowed."
+        try: x = self.kind(text)
+        except (TypeError, ValueError): raise argparse.ArgumentTypeError(f"must be {self.what}, not {text!r}") from None
+        if not self.ok(x): raise argparse.ArgumentTypeError(f"must be {self.what}, not {text!r}")
+        return x
+
+    def check(self, value, name: str):
+        "`value` if it is in range, else an `InputError` naming `name`."
+        if not self.ok(value): raise InputError(f"{name} must be {self.what}, not {value!r}")
+        return value
+
+    def __repr__(self): return f"Range({self.what})"
+
+positive_int = Range(int, lo=1)                       # sizes, counts, beam widths, lengths
+nonneg_int = Range(int, lo=0)                         # 0 means "off" or "none"
+seed_int = Range(int, lo=0, hi=2**32 - 1)             # what every generator accepts (NumPy's limit)
+positive_float = Range(float, lo=0, lo_open=True)     # learning rates, temperatures
+nonneg_float = Range(float, lo=0)                     # clipping norms, time budgets (0: off)
+unit_float = Range(float, lo=0, hi=1)                 # shares: max_missing
+dropout_float = Range(float, lo=0, hi=1, hi_open=True)   # probabilities of dropping, decays (1 would drop or keep everything)
 
 # %% ../nbs/00_core.ipynb #4de7d789
 def get_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -23,11 +67,17 @@ def get_device(device: str | torch.device | None = "auto") -> torch.device:
         if torch.cuda.is_available(): return torch.device("cuda")
         if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(): return torch.device("mps")
         return torch.device("cpu")
-    dev = torch.device(device)
+    try: dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise InputError(f"--device {str(device)!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {str(device)!r} was requested but CUDA is not available on this machine; use --device cpu or auto")
+        raise InputError(f"--device {str(device)!r} was requested but CUDA is not available on this machine; use --device cpu or auto")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise InputError(f"--device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise RuntimeError(f"device {str(device)!r} was requested but MPS is not available on this machine; use --device cpu or auto")
+        raise InputError(f"--device {str(device)!r} was requested but MPS is not available on this machine; use --device cpu or auto")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise InputError(f"--device {str(device)!r}: sat_tutorial runs on cpu, cuda or mps")
     return dev
 
 # %% ../nbs/00_core.ipynb #4ad0ef1f
@@ -88,11 +138,25 @@ def find_data(*parts: str, hint: str = "") -> Path:
     return p
 
 # %% ../nbs/00_core.ipynb #73bf0564
+TEMP_SUFFIX = ".sat-partial"      # marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
+
+def remove_stale_temps(folder, name: str = "*") -> list[Path]:
+    "Delete what interrupted `save_checkpoint` writes left in `folder` (of target `name`, or all); returns the paths removed."
+    folder, gone = Path(folder), []
+    if not folder.is_dir(): return gone
+    for p in folder.glob(f".{name}.*{TEMP_SUFFIX}"):
+        try: p.unlink(); gone.append(p)
+        except FileNotFoundError: pass                          # another process finished or removed it
+    if gone: warnings.warn(f"removed {len(gone)} temporary file(s) of an interrupted checkpoint write in {folder}: "
+                           + ", ".join(p.name for p in gone[:3]), stacklevel=2)
+    return gone
+
 def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     "Write `obj` with `torch.save` atomically: temp file in the same folder, fsync, rename."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    remove_stale_temps(path.parent, path.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
@@ -106,6 +170,7 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
 def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
     "Load a checkpoint written by `save_checkpoint` safely (`weights_only=True`), with errors that name the file."
     path = Path(path)
+    if path.is_dir(): raise InputError(f"checkpoint {path} is a folder, not a checkpoint file")
     if not path.is_file(): raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 from torch.utils.data import Dataset
 
 # %% auto #0
@@ -40,6 +40,8 @@ class Vocab:
         itos = list(itos)
         if tuple(itos[:4]) != self.specials: raise ValueError(f"a vocabulary must start with {self.specials}, got {itos[:4]}")
         if len(set(itos)) != len(itos): raise ValueError("a vocabulary must not repeat words")
+        bad = [w for w in itos if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1]
+        if bad: raise ValueError(f"a vocabulary word must be a non-empty string without spaces, got {bad[0]!r}")
         self.itos, self.stoi = itos, {w: i for i, w in enumerate(itos)}
 
     @classmethod
@@ -109,6 +111,13 @@ def _missing_message(missing: list, n: int, path, root) -> str:
     ex = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
     return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
 
+def _opens(p: Path) -> bool:
+    "Whether Pillow recognises the file as an image (its header only: cheap; a truncated body is found later, when it is decoded)."
+    try:
+        with Image.open(p): return True
+    except Image.DecompressionBombError: return False
+    except (OSError, SyntaxError, ValueError): return False
+
 def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
                   check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
     "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
@@ -122,7 +131,7 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         raise ValueError(f"{path}: expected a JSON object with an 'images' list (Karpathy format)")
     root = Path(image_root) if image_root is not None else path.parent
     want = set(splits) if splits is not None else None
-    records, no_caps, empty, missing, n_checked = [], [], [], [], 0
+    records, no_caps, empty, missing, unreadable, n_checked, listed = [], [], [], [], [], 0, Counter()
     for i, im in enumerate(js["images"]):
         if not isinstance(im, dict) or "filename" not in im:
             raise ValueError(f"{path}: images[{i}] has no 'filename'")
@@ -130,9 +139,17 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         if split not in SPLITS: raise ValueError(f"{path}: images[{i}] ({im['filename']}) has split {split!r}, expected one of {SPLITS}")
         if restval_to_train and split == "restval": split = "train"
         if want is not None and split not in want: continue
+        listed[split] += 1
         caps, raws, grounds = [], [], []
-        for s in im.get("sentences") or []:
-            toks = [t.lower() for t in s["tokens"]] if s.get("tokens") else tokenize(s.get("raw", ""))
+        sents = im.get("sentences") or []
+        if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
+            raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list of objects with 'tokens' or 'raw'")
+        for s in sents:
+            toks = s.get("tokens")
+            if toks is not None and not (isinstance(toks, list) and all(isinstance(t, str) for t in toks)):
+                raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list of strings, got {toks!r:.60}")
+            # empty or blank tokens ("") are dropped and a token with spaces is several words: a vocabulary word is never blank
+            toks = [w.lower() for t in toks for w in t.split()] if toks else tokenize(s.get("raw") or "")
             if not toks:
                 empty.append(f"{im['filename']}#{len(caps) + len(empty)}"); continue
             caps.append(toks); raws.append(s.get("raw") or " ".join(toks)); grounds.append(s.get("grounding"))
@@ -142,17 +159,25 @@ def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, re
         n_checked += 1
         if check_files and not p.is_file():
             missing.append(im["filename"]); continue
+        if check_files and not _opens(p):
+            unreadable.append(im["filename"]); continue
         extra = {k: v for k, v in im.items() if k not in ("filename", "filepath", "split", "sentences", "sentids")}
         records.append(ImageRecord(i, im["filename"], p, split, caps, raws,
                                    grounds if all(g is not None for g in grounds) else None, extra))
     if report is not None:
-        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing)):
+        report["listed"] = {s: report.get("listed", {}).get(s, 0) + listed[s] for s in set(listed) | set(report.get("listed", {}))}
+        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing),
+                     ("unreadable_image_files", unreadable)):
             if v: report[k] = report.get(k, 0) + len(v)
     _warn_skips("images with no captions", no_caps, path)
     _warn_skips("empty captions", empty, path)
-    if missing:
-        msg = _missing_message(missing, n_checked, path, root)
-        if len(missing) > max_missing * n_checked:
+    if unreadable: _warn_skips("image files that are not images (unreadable headers)", unreadable, path)
+    if missing or unreadable:
+        msg = _missing_message(missing, n_checked, path, root) if missing else ""
+        if unreadable: msg = (f"{msg}, and {len(unreadable)} more are not readable images" if msg else
+                              f"{len(unreadable)} of {n_checked} images listed in {path} are not readable images under {root}") + \
+                             f" (first unreadable: {', '.join(unreadable[:3])})"
+        if len(missing) + len(unreadable) > max_missing * n_checked:
             raise FileNotFoundError(f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
                                     "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?")
         warnings.warn(f"{msg}; they are skipped", stacklevel=2)
@@ -191,6 +216,8 @@ def load_dataset(name: str, data_dir=None, restval: bool | None = None, check_fi
     return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
 
 # %% ../nbs/01_data.ipynb #b11ba41f
+from struct import error as struct_error     # what some corrupt image headers raise inside Pillow
+
 class ImageError(OSError):
     "An image file that is missing or cannot be decoded."
 
@@ -212,14 +239,17 @@ def to_rgb(im: Image.Image) -> Image.Image:
     return im.convert("RGB")
 
 def load_image(path) -> Image.Image:
-    "Open an image file as RGB; `ImageError` naming the file if it is missing, truncated or not an image."
+    "Open an image file as RGB, turned as its EXIF orientation says; `ImageError` naming the file if it is missing, truncated, too large or not an image."
     path = Path(path)
     try:
         with Image.open(path) as im:
             im.load()          # decode now, so a truncated file fails here and not in a worker later
-            return to_rgb(im)
+            return to_rgb(ImageOps.exif_transpose(im))     # a phone photo stored sideways or mirrored, as it is shown
     except FileNotFoundError: raise ImageError(f"{path}: image file not found") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as e:
+    except IsADirectoryError: raise ImageError(f"{path}: is a folder, not an image file") from None
+    except Image.DecompressionBombError as e:
+        raise ImageError(f"{path}: refused, too many pixels to decode safely ({e})") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, struct_error) as e:
         raise ImageError(f"{path}: unreadable or truncated image ({e})") from None
 
 # %% ../nbs/01_data.ipynb #d276e202

@@ -16,7 +16,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import (check_shape, data_root, find_data, get_device, load_checkpoint, rng_state,
-                               save_checkpoint, seed_everything, set_rng_state)
+                               save_checkpoint, seed_everything, set_rng_state, positive_float, positive_int, seed_int)
 
 # %% auto #0
 __all__ = ['FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'PAPER_NLL', 'parse_amat', 'read_idx', 'BinaryImages',
@@ -418,30 +418,30 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
                        description="Train DRAW. The defaults are the paper's MNIST model (64 glimpses, 256 units, z 100, read 2x2, write 5x5).",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("--attention", action=argparse.BooleanOptionalAction, default=True, help="attentive read/write (else read [x, x̂], write Linear(h))")
-    t.add_argument("--glimpses", "-T", type=int, default=64, help="number of steps T")
-    t.add_argument("--read-n", type=int, default=2, help="read grid N×N")
-    t.add_argument("--write-n", type=int, default=5, help="write grid N×N")
-    t.add_argument("--z-dim", type=int, default=100, help="latent dimensions per step")
-    t.add_argument("--hidden", type=int, default=256, help="LSTM units (encoder and decoder)")
-    t.add_argument("--epochs", type=int, default=20, help="epochs of 50,000 images (ignored when --steps is given)")
-    t.add_argument("--steps", type=int, default=None, help="total optimisation steps")
-    t.add_argument("--batch-size", type=int, default=64)
-    t.add_argument("--lr", type=float, default=1e-3, help="Adam learning rate")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--glimpses", "-T", type=positive_int, default=64, help="number of steps T")
+    t.add_argument("--read-n", type=positive_int, default=2, help="read grid N×N")
+    t.add_argument("--write-n", type=positive_int, default=5, help="write grid N×N")
+    t.add_argument("--z-dim", type=positive_int, default=100, help="latent dimensions per step")
+    t.add_argument("--hidden", type=positive_int, default=256, help="LSTM units (encoder and decoder)")
+    t.add_argument("--epochs", type=positive_int, default=20, help="epochs of 50,000 images (ignored when --steps is given)")
+    t.add_argument("--steps", type=positive_int, default=None, help="total optimisation steps")
+    t.add_argument("--batch-size", type=positive_int, default=64)
+    t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+    t.add_argument("--seed", type=seed_int, default=0)
     t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     t.add_argument("--binarization", choices=("auto", "fixed", "dynamic"), default="auto",
                    help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = re-binarised MNIST")
-    t.add_argument("--checkpoint-every", type=int, default=1000, help="steps between checkpoints")
+    t.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps between checkpoints")
     t.add_argument("--out", default="runs/draw", help="output folder")
     t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
     t.set_defaults(func=_train_cmd)
     s = sub.add_parser("sample", help="generate digits from a checkpoint; writes the canvas strip (PNG)",
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     s.add_argument("--checkpoint", required=True, help="checkpoint.pt written by draw train")
-    s.add_argument("--n", type=int, default=8, help="number of samples (rows)")
-    s.add_argument("--columns", type=int, default=16, help="steps shown (columns), evenly spaced")
+    s.add_argument("--n", type=positive_int, default=8, help="number of samples (rows)")
+    s.add_argument("--columns", type=positive_int, default=16, help="steps shown (columns), evenly spaced")
     s.add_argument("--windows", action=argparse.BooleanOptionalAction, default=True, help="draw the write windows")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument("--out", default="draw_samples.png", help="PNG to write")
     s.set_defaults(func=_sample_cmd)
     return p

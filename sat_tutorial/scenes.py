@@ -173,14 +173,15 @@ def show_scenes(records: Sequence[ImageRecord], ncols: int = 4, n_captions: int 
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
     nrows = (len(records) + ncols - 1) // ncols
-    fig, axs = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 3.6 * nrows), squeeze=False)
+    fig, axs = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 4.0 * nrows), squeeze=False,
+                            layout="constrained")                  # room for each panel's wrapped captions
     for ax, r in zip(axs.flat, records):
         ax.imshow(r.array if r.array is not None else Image.open(r.path))
         for k, (x0, y0, x1, y1) in enumerate(r.extra.get("boxes", [])):
             ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=f"C{k}", lw=1.5))
             ax.text(x0, y0 - 1, str(k), color=f"C{k}", fontsize=8)
-        ax.set_title("\n".join(" ".join(c) for c in r.captions[:n_captions]), fontsize=7)
+        import textwrap                                             # long captions wrapped to the panel, not run into the next one
+        ax.set_title("\n".join(textwrap.fill(" ".join(c), 48) for c in r.captions[:n_captions]), fontsize=7)
         ax.axis("off")
     for ax in list(axs.flat)[len(records):]: ax.axis("off")
-    fig.tight_layout()
     return fig

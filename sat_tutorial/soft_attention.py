@@ -315,8 +315,11 @@ def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[
     n = len(words) + 1
     nrows = (n + ncols - 1) // ncols
     fig, axs = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False)
-    axs = axs.flat
-    axs[0].imshow(img.numpy().astype("uint8")); axs[0].set_title(title or "image", fontsize=8)
+    axs = list(axs.flat)                                            # a list: `.flat` is an iterator, used up once walked
+    axs[0].imshow(img.numpy().astype("uint8")); axs[0].set_title("image", fontsize=9)
+    if title:                                                       # the caption over the whole figure, wrapped to its width
+        import textwrap
+        fig.suptitle(textwrap.fill(title, width=16 * ncols), fontsize=10)
     for k, (w, a) in enumerate(zip(words, attn)):
         ax = axs[k + 1]
         ax.imshow(img.numpy().astype("uint8"))
@@ -328,7 +331,7 @@ def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[
             up = F.interpolate(a, size=(H, W), mode="bilinear", align_corners=False)[0, 0]
             ax.imshow(up.numpy(), alpha=0.6, cmap="gray", extent=(-0.5, W - 0.5, H - 0.5, -0.5))
         ax.set_title(w, fontsize=9)
-    for ax in list(axs)[n:]: ax.axis("off")
-    for ax in list(axs)[:n]: ax.set_xticks([]); ax.set_yticks([])
+    for ax in axs[n:]: ax.axis("off")
+    for ax in axs[:n]: ax.set_xticks([]); ax.set_yticks([])
     fig.tight_layout()
     return fig

@@ -16,7 +16,8 @@ import torch.nn as nn
 from torch.optim.swa_utils import AveragedModel
 from torch.utils.data import DataLoader, Sampler
 
-from .core import get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
+from .core import (InputError, Range, dropout_float, get_device, load_checkpoint, nonneg_float, nonneg_int, positive_float,
+                               positive_int, remove_stale_temps, rng_state, save_checkpoint, seed_everything, seed_int, set_rng_state, unit_float)
 from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
                                load_dataset, MIRROR_WORDS, mirror_record, tokenize)
 from .decoding import Ensemble, decode, greedy, sample
@@ -25,12 +26,13 @@ from .metrics import CiderD, attention_correctness, grid_boxes, score
 from .soft_attention import encode, train_step
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'OPTIMIZERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
-           'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
-           'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'FixedWordWeight', 'generate', 'evaluate',
-           'caption_metrics', 'init_distributed', 'GlobalBatchLoss', 'ema_decay', 'weight_average', 'make_optimizer',
-           'run_share', 'lr_factor', 'cpu_has_fast_bf16', 'checkpoint_state', 'fit', 'checkpoint_config',
-           'check_compatible', 'load_captioner', 'load_ensemble', 'SelfCritical']
+__all__ = ['CAPTIONERS', 'CONFIG_RANGES', 'CONFIG_CHOICES', 'OPTIMIZERS', 'AMP_DTYPES', 'ENSEMBLE_SHARED', 'TrainConfig',
+           'scenes_config', 'captioner_class', 'build_models', 'input_size', 'transform_for', 'load_records',
+           'feature_file', 'open_features', 'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches',
+           'FixedWordWeight', 'generate', 'evaluate', 'caption_metrics', 'init_distributed', 'GlobalBatchLoss',
+           'ema_decay', 'weight_average', 'make_optimizer', 'run_share', 'lr_factor', 'cpu_has_fast_bf16',
+           'checkpoint_state', 'fit', 'check_usable', 'checkpoint_config', 'check_compatible', 'load_captioner',
+           'load_ensemble', 'SelfCritical']
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
@@ -38,6 +40,17 @@ CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
               "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
               "butd": "sat_tutorial.butd:BUTDCaptioner",
               "transformer": "sat_tutorial.transformer:TransformerCaptioner"}
+
+CONFIG_RANGES = {   # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
+    "max_missing": unit_float, "fine_tune": nonneg_int, "grid": Range(int, lo=1, hi=64), "image_size": Range(int, lo=32, hi=2048),
+    "feature_dim": positive_int, "embed_dim": positive_int, "hidden_dim": positive_int, "attention_dim": positive_int,
+    "dropout": dropout_float, "lr": positive_float, "warmup": nonneg_int, "batch_size": positive_int, "length_pool": nonneg_int,
+    "steps": nonneg_int, "epochs": positive_int, "clip": nonneg_float, "ema": dropout_float, "seed": seed_int,
+    "num_workers": nonneg_int, "val_every": nonneg_int, "ckpt_every": nonneg_int, "patience": nonneg_int, "val_beam": positive_int,
+    "max_len": positive_int, "time_budget": nonneg_float, "n_train": positive_int, "n_val": nonneg_int, "n_test": nonneg_int,
+    "min_count": positive_int, "scst_samples": positive_int, "scst_temperature": positive_float}
+CONFIG_CHOICES = {"model": tuple(CAPTIONERS), "data": ("scenes", "flickr8k", "flickr30k", "coco"), "optimizer": ("adam", "rmsprop"),
+                  "amp_dtype": ("auto", "bf16", "fp16"), "scst_baseline": ("greedy", "mean")}
 
 @dataclass
 class TrainConfig:
@@ -91,6 +104,17 @@ class TrainConfig:
     scst_dropout: bool = True           # sample with dropout on (training mode); False: with the test-time network
     init_from: str | None = None        # checkpoint to start from (SCST continues a cross-entropy model)
 
+    def __post_init__(self):
+        "Refuse values outside their range (the same rule as the command's flags, which argparse applies first), naming the field."
+        for name, rng in CONFIG_RANGES.items():
+            v = getattr(self, name)
+            if v is not None or name != "image_size": rng.check(v, name)
+        for name, allowed in CONFIG_CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise InputError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+        if not isinstance(self.model_kwargs, dict):
+            raise InputError(f"model_kwargs (--model-kwargs) must be a JSON object of options, not {self.model_kwargs!r}")
+
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         names = {f.name for f in fields(cls)}
@@ -128,8 +152,10 @@ def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Modul
     if cfg.features: enc = PrecomputedFeatures(cfg.feature_dim, cfg.grid)
     else: enc = build_encoder(cfg.encoder, cfg.feature_dim, cfg.encoder_weights, cfg.grid, cfg.fine_tune)
     dim = getattr(enc, "feature_dim", cfg.feature_dim)
-    model = captioner_class(cfg.model)(vocab_size, dim, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
-                                      attention_dim=cfg.attention_dim, dropout=cfg.dropout, **cfg.model_kwargs)
+    try: model = captioner_class(cfg.model)(vocab_size, dim, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
+                                            attention_dim=cfg.attention_dim, dropout=cfg.dropout, **cfg.model_kwargs)
+    except TypeError as e:            # an option the model does not have (a typo in --model-kwargs)
+        raise InputError(f"--model-kwargs {json.dumps(cfg.model_kwargs)}: {cfg.model} does not take that ({e})") from None
     return enc, model
 
 def input_size(cfg: TrainConfig) -> int:
@@ -443,8 +469,11 @@ def checkpoint_state(cfg, vocab, encoder, model, opt, sched, step, epoch, pos, b
     return state
 
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
-        progress: bool = True, log=print, stop_at: int = 0) -> dict:
-    "Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data)."
+        progress: bool = True, log=print, stop_at: int = 0, time_cap: float = 0.0, on_start=None) -> dict:
+    """Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data).
+    `time_cap`: minutes after which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it leaves the
+    learning-rate schedule to the steps, so a run that finishes within it does not depend on the machine's speed.
+    `on_start()`: called (by process 0) once everything is checked and loaded, just before the first step."""
     from tqdm.auto import tqdm
     import torch.distributed as dist
     rank, world, device, started = init_distributed(device)
@@ -452,6 +481,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if world > 1 and cfg.scst: raise ValueError("self-critical training is not supported with several processes")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if rank == 0: remove_stale_temps(out_dir)                           # what a checkpoint write killed mid-way left behind
     seed_everything(cfg.seed)
     report = {}
     records = records or load_records(cfg, report)
@@ -462,6 +492,8 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         st = next(iter(stores.values()))
         cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
                       image_size=cfg.image_size or st.meta.get("image_size"))   # what `caption` runs the backbone at
+    check_usable(cfg, records, report)                                 # before the first step: something to train (and validate) on
+    report.pop("listed", None)                                         # what the file listed: not a data problem
     loader = {s: st.load_record for s, st in stores.items()}
     vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
@@ -540,6 +572,9 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
         t = torch.tensor([float(flag)], device=device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return bool(t.item())
+    if rank == 0:
+        if on_start is not None: on_start()
+        (out_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))     # as resolved, once the run can start
     t0, stale, skipped, last_batch = time.perf_counter(), 0, 0, None
     def minutes() -> float: return spent + (time.perf_counter() - t0) / 60
     def budget_used() -> float:
@@ -552,11 +587,12 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     clock = budget_used()                                              # a resumed run has used some of its minutes already
     stop = step >= total or clock >= 1                                 # a resumed run may have no steps or minutes left
     while not stop:
+        seen, epoch_step = 0, step                                     # batches of this epoch, and the step it started at
         dl = DataLoader(ds, batch_sampler=EpochBatches(len(ds), cfg.batch_size, cfg.seed, epoch, pos, rank, world, lengths, cfg.length_pool),
                         collate_fn=collate_captions, num_workers=cfg.num_workers, generator=torch.Generator().manual_seed(cfg.seed + epoch),
                         persistent_workers=False)
         for batch in dl:
-            pos += 1
+            pos += 1; seen += 1
             if batch is not None: skipped += batch["skipped"]
             if world > 1:
                 t = torch.tensor([float(batch is not None), -float(batch is not None or last_batch is not None)], device=device)
@@ -574,7 +610,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             if avg is not None: avg.update_parameters(avg_of)
             history.append({"step": step, **{k: round(v, 5) for k, v in stats.items()}})
             bar.update(1); bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{sched.get_last_lr()[0]:.1e}")
-            timeout = clock >= 1 or step == stop_at
+            timeout = clock >= 1 or step == stop_at or (time_cap > 0 and agree(minutes() >= time_cap))
             if (cfg.val_every and step % cfg.val_every == 0) or step >= total or timeout:
                 if records.get("val") and rank == 0:
                     m, _ = evaluate(*use(), records["val"], transform, vocab, cfg.val_beam, cfg.max_len, device, meteor=False,
@@ -593,6 +629,9 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
             if step >= total or timeout or stop:
                 stop = True; break
         else:
+            if seen and step == epoch_step:                            # a whole epoch and no image could be read: never loop on
+                raise InputError(f"no training image could be read in a whole epoch ({skipped} items skipped as unreadable); "
+                                 "check the image files (--data-dir / $SAT_TUTORIAL_DATA)")
             epoch, pos = epoch + 1, 0
     bar.close()
     if world > 1:
@@ -610,6 +649,18 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     if started:
         dist.barrier(); dist.destroy_process_group()
     return summary
+
+def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
+    "Refuse, before any step, data that leaves nothing to train on, or validation images listed but none usable; the message counts why."
+    listed, parts = report.get("listed", {}), []
+    if listed: parts.append(f"{cfg.data} lists " + ", ".join(f"{listed.get(s, 0)} {s}" for s in ("train", "val", "test")) + " images")
+    skipped = [f"{v} {k.replace('_', ' ')}" for k, v in report.items() if k != "listed"]
+    if skipped: parts.append("skipped: " + ", ".join(skipped))
+    if listed: parts.append(f"--max-missing {cfg.max_missing:g}")
+    why = f" ({'; '.join(parts)})" if parts else ""
+    if not records.get("train"): raise InputError(f"nothing to train on: no usable training images{why}")
+    if listed.get("val") and not records.get("val"):
+        raise InputError(f"nothing to validate on: every listed val image is missing or unreadable{why}")
 
 def checkpoint_config(ck: dict) -> TrainConfig:
     "A checkpoint's run configuration; scene-CNN runs from before the grid option recorded the unused default 14 and were 8×8."
@@ -633,10 +684,13 @@ def load_captioner(path, device="cpu", live: bool = False):
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
     if live and "train_model" not in ck:
         raise ValueError(f"{path} holds one set of weights (its run had no ema average), so there are no separate live weights to load")
-    cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
-    encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
-    pre = "train_" if live else ""
-    encoder.load_state_dict(ck[pre + "encoder"]); model.load_state_dict(ck[pre + "model"])
+    try:
+        cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
+        encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
+        pre = "train_" if live else ""
+        encoder.load_state_dict(ck[pre + "encoder"]); model.load_state_dict(ck[pre + "model"])
+    except (KeyError, TypeError, RuntimeError, ValueError) as e:    # a damaged or hand-made file that claims the format
+        raise InputError(f"{path} is not a complete sat_tutorial captioner checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
 
 ENSEMBLE_SHARED = ("data", "encoder", "encoder_weights", "features", "grid", "image_size", "feature_dim")   # what decides the annotations

@@ -123,8 +123,8 @@ def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
         assert out[reads]["reads"] == reads and len(out[reads]["captions"]) == 4
         assert (len(calls) > 0) == (reads == "marginal"), (reads, len(calls))   # the flag reached the model's decoding
     assert "marginal reads" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="hard-attention checkpoints"):
-        main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"])
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "soft" / "last.pt"), "--device", "cpu", "--reads", "marginal"]) == 1
+    assert "--reads applies to hard-attention checkpoints" in capsys.readouterr().err
 
 
 def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):

@@ -117,7 +117,9 @@ def test_bad_images_raise_named_errors(tmp_path):
 def test_dataset_skips_unreadable_images_in_dataloader(tmp_path):
     imgs = [entry(f"{i}.jpg", caps=("a blue square", "a square")) for i in range(6)]
     p = write_dataset(tmp_path, imgs)
-    (tmp_path / "images" / "2.jpg").write_bytes(b"\xff\xd8 truncated")
+    Image.effect_noise((64, 64), 64).convert("RGB").save(tmp_path / "images" / "2.jpg")   # noise: a JPEG with a long body
+    whole = (tmp_path / "images" / "2.jpg").read_bytes()
+    (tmp_path / "images" / "2.jpg").write_bytes(whole[:len(whole) // 2])   # its header reads, its pixels are cut: found when decoded
     recs = load_karpathy(p, tmp_path / "images")
     v = Vocab.build((c for r in recs for c in r.captions), min_count=1)
     ds = CaptionDataset(recs, v, image_transform(16))

@@ -84,7 +84,8 @@ def test_extraction_survives_kill_9_and_resumes_without_recomputing(tmp_path):
 
 def test_extract_features_command(tmp_path, capsys):
     fake_dataset(tmp_path, 12, size=64)
-    (tmp_path / "flickr8k" / "images" / "005.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    whole = (tmp_path / "flickr8k" / "images" / "005.jpg").read_bytes()
+    (tmp_path / "flickr8k" / "images" / "005.jpg").write_bytes(whole[:len(whole) // 2])   # header fine, pixels cut: fails when decoded
     argv = ["extract-features", "--data", "flickr8k", "--data-dir", str(tmp_path), "--encoder", "resnet50", "--weights", "none",
             "--image-size", "64", "--out", str(tmp_path / "r50.h5"), "--batch-size", "4", "--workers", "0", "--chunk-size", "4",
             "--device", "cpu"]
@@ -103,9 +104,9 @@ def test_extract_features_command(tmp_path, capsys):
              "--batch-size", "8", "--min-count", "1", "--device", "cpu", "--out", str(tmp_path / "run")]
     with pytest.warns(UserWarning, match=r"1 of 10 train images have no features .*unreadable at extraction; first: 005.jpg"):
         assert main(train + ["--max-missing", "0.2"]) == 0
-    assert main(train) == 1                                                 # 10% without features > the default 1%
+    assert main(train + ["--overwrite"]) == 1                               # 10% without features > the default 1%
     assert "more than max_missing=1%" in capsys.readouterr().err
-    assert main(train + ["--max-missing", "0.2", "--image-size", "128"]) == 1   # features of 64-px images, 128 asked for
+    assert main(train + ["--overwrite", "--max-missing", "0.2", "--image-size", "128"]) == 1   # features of 64-px images, 128 asked for
     assert "was made with image_size=64, but 128 is expected" in capsys.readouterr().err
     cfg = load_captioner(tmp_path / "run" / "best.pt")[3]
     assert cfg.image_size == 64                                             # from the feature file: what `caption` resizes to
