@@ -33,7 +33,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 _DEVICE_HELP = "auto (a GPU if there is one) | cpu | cuda | cuda:N | mps"
 
 _FLAG_HELP = {
-    "model": "captioner: soft | hard | adaptive | butd", "data": "dataset: scenes | flickr8k | flickr30k | coco",
+    "model": "captioner: soft | hard | adaptive | butd | transformer", "data": "dataset: scenes | flickr8k | flickr30k | coco",
     "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), a torchvision backbone (resnet50/101/152, "
                "vgg16/19) or efficientnet-lite0/1/2; with --features: the backbone that made them",
     "data_dir": "folder holding the dataset folders, or one dataset's folder (default: $SAT_TUTORIAL_DATA)",
