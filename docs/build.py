@@ -98,14 +98,16 @@ def options_page() -> str:
                 for sub, p in action.choices.items():
                     yield from walk(p, f"{name} {sub}")
 
-    parts = ["# Command-line options\n",
+    notes = (DOCS / "options.md").read_text()   # the presets and what each option did, written by hand
+    parts = [notes,
+             "## Every subcommand's `--help`\n",
              "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its options, exactly as its "
-             "`--help` prints them; this page is generated from the command's own parser when the book is built.\n"]
+             "`--help` prints them; this part is generated from the command's own parser when the book is built.\n"]
     columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "110"  # argparse wraps at the terminal width: the same page on every machine
     try:
         for name, text in walk(build_parser(), "sat-tutorial"):
-            parts.append(f"## `{name}`\n\n```text\n{text.rstrip()}\n```\n")
+            parts.append(f"### `{name}`\n\n```text\n{text.rstrip()}\n```\n")
     finally:
         if columns is None:
             del os.environ["COLUMNS"]

@@ -314,7 +314,7 @@ def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[
     H, W = img.shape[:2]
     n = len(words) + 1
     nrows = (n + ncols - 1) // ncols
-    fig, axs = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False)
+    fig, axs = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False, layout="constrained")   # titles never overlap a row
     axs = list(axs.flat)                                            # a list: `.flat` is an iterator, used up once walked
     axs[0].imshow(img.numpy().astype("uint8")); axs[0].set_title("image", fontsize=9)
     if title:                                                       # the caption over the whole figure, wrapped to its width
@@ -333,5 +333,4 @@ def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[
         ax.set_title(w, fontsize=9)
     for ax in axs[n:]: ax.axis("off")
     for ax in axs[:n]: ax.set_xticks([]); ax.set_yticks([])
-    fig.tight_layout()
     return fig
