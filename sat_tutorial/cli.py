@@ -529,13 +529,21 @@ class ImageCaptioner:
         return hasattr(self.model, "marginal_k") and self.model.inference != "expected"
 
     def prepare(self, image, name: str = "image"):
-        "A path, PIL image or image tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
+        "A path, PIL image, array `(H, W[, 3])` or tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
         from PIL import Image
         from sat_tutorial.data import load_image, to_rgb
         if isinstance(image, (str, os.PathLike)): im = load_image(image)
         elif isinstance(image, Image.Image): im = to_rgb(image)
-        elif isinstance(image, (torch.Tensor, np.ndarray)):
-            x = torch.as_tensor(image)
+        elif isinstance(image, np.ndarray):                             # as numpy, PIL and scikit-image hold images
+            if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
+                raise InputError(f"{name}: an image array must be (H, W), (H, W, 3) or (H, W, 4), got shape {image.shape}")
+            if image.dtype != np.uint8:
+                if not np.issubdtype(image.dtype, np.floating) or not bool(((image >= 0) & (image <= 1)).all()):
+                    raise InputError(f"{name}: an image array must hold floats in [0, 1] or uint8 values")
+                image = (image * 255).round().astype(np.uint8)
+            im = to_rgb(Image.fromarray(image))
+        elif isinstance(image, torch.Tensor):                           # as torchvision holds images
+            x = image
             if x.ndim != 3 or x.shape[0] not in (1, 3):
                 raise InputError(f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}")
             if x.dtype != torch.uint8:
@@ -543,7 +551,7 @@ class ImageCaptioner:
                     raise InputError(f"{name}: an image tensor must hold floats in [0, 1] or uint8 values")
                 x = (x * 255).round().to(torch.uint8)
             im = Image.fromarray(x.expand(3, -1, -1).permute(1, 2, 0).cpu().numpy())
-        else: raise InputError(f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image or a (3, H, W) tensor")
+        else: raise InputError(f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image, an (H, W, 3) array or a (3, H, W) tensor")
         if self.cfg.encoder in ("scene_cnn", "scene_regions"):         # the 64-pixel scenes, read as they are
             if im.size != (self.size, self.size): im = im.resize((self.size, self.size), Image.BILINEAR)
         else:                                                           # what image_transform does before ToTensor
