@@ -23,7 +23,7 @@ from .core import (check_shape, data_root, find_data, get_device, load_checkpoin
 __all__ = ['MNIST_FILES', 'TASKS', 'CLUTTER', 'TEST_SEED', 'PAPER_RETINA', 'VAL_SEED', 'RAM_FORMAT', 'read_idx', 'load_mnist',
            'make_layout', 'render', 'GlimpseMNIST', 'glimpse_corners', 'retina_reference', 'integral_image', 'retina',
            'draw_glimpse', 'GlimpseNetwork', 'gaussian_log_prob', 'RAMOutput', 'RAM', 'ram_loss', 'reinforce_samples',
-           'RAMConfig', 'evaluate_ram', 'split_validation', 'train_ram', 'load_ram', 'add_cli']
+           'RAMConfig', 'evaluate_ram', 'split_validation', 'load_ram', 'train_ram', 'add_cli']
 
 # %% ../nbs/03_ram.ipynb #a71f8122
 MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
@@ -295,7 +295,7 @@ class RAMConfig:
     loc_hidden: int = 128
     glimpse_dim: int = 256
     detach_policy: bool = True
-    init_loc: str = "centre"       # l_0 of a sampled (training) episode: 'centre' (the paper) or 'random' (uniform)
+    init_loc: str = "random"       # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start at the centre
     batch_size: int = 64
     lr: float = 1e-3
     anneal: bool = False           # decay the learning rate linearly to 0 at the last step (the paper annealed linearly)
@@ -340,23 +340,56 @@ def split_validation(data: GlimpseMNIST, n: int) -> tuple[GlimpseMNIST, GlimpseM
     return (GlimpseMNIST(data.task, data.split, seed=data.seed, images=x[:m], labels=y[:m]),
             GlimpseMNIST(data.task, data.split, seed=VAL_SEED, images=x[m:], labels=y[m:]))
 
-# %% ../nbs/03_ram.ipynb #cdfb3172
+# %% ../nbs/03_ram.ipynb #b5e0c3f1
 RAM_FORMAT = "sat_tutorial.ram/1"   # written into every RAM checkpoint, so a loader can tell it from others
 
+def load_ram(path: str | Path, device="cpu") -> tuple[RAM, RAMConfig, dict]:
+    "The model, its configuration and the raw checkpoint of a `ram.pt`/`best.pt`; any other checkpoint is a one-line ValueError."
+    ck = load_checkpoint(path, map_location=device)
+    fmt = ck.get("format") if isinstance(ck, dict) else None
+    cfg = ck.get("config") if isinstance(ck, dict) else None
+    if fmt not in (None, RAM_FORMAT) or not isinstance(cfg, dict) or cfg.get("task") not in TASKS or "model" not in ck:
+        what = f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
+        raise ValueError(f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt written by `sat-tutorial ram train`")
+    cfg = RAMConfig(**{f.name: cfg[f.name] for f in fields(RAMConfig) if f.name in cfg})
+    model = cfg.model().to(device)
+    try: model.load_state_dict(ck["model"])
+    except RuntimeError as e:
+        raise ValueError(f"{path}: the weights do not fit the RAM its configuration describes ({str(e).splitlines()[0]})") from None
+    return model, cfg, ck
+
+def _resume(ckpt: Path, cfg: RAMConfig, model: RAM, opt, device) -> tuple[dict, dict | None]:
+    "Load a run's last checkpoint into `model` and `opt`; return its state and its best-on-validation weights."
+    ck = load_checkpoint(ckpt, map_location=device)
+    same = lambda c: {k: v for k, v in c.items() if k not in ("epochs", "steps", "patience")}   # what may change on resume
+    if same(ck["config"]) != same(asdict(cfg)):
+        raise ValueError(f"{ckpt} was trained with a different configuration: {same(ck['config'])} vs {same(asdict(cfg))}")
+    model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"])
+    set_rng_state(ck["rng"])
+    best = load_checkpoint(ckpt.parent / "best.pt", map_location=device)["model"] if ck.get("best") else None
+    return {k: ck.get(k) for k in ("step", "history", "evals", "train_seconds", "best")}, best
+
+def _keep_best(state: dict, ev: dict, model: RAM, cfg: RAMConfig, out) -> dict | None:
+    "If `ev` has the lowest validation error so far: record it, write `out/best.pt`, return a copy of the weights; else None."
+    if state["best"] is not None and ev["error"] >= state["best"]["error"]: return None
+    state["best"] = {k: ev[k] for k in ("step", "epoch", "error")}
+    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if out is not None: save_checkpoint({"format": RAM_FORMAT, "model": weights, "config": asdict(cfg), "step": ev["step"]}, Path(out) / "best.pt")
+    return weights
+
+# %% ../nbs/03_ram.ipynb #cdfb3172
 def train_ram(cfg: RAMConfig, out: str | Path | None = None, resume: bool = False, device="auto", progress: bool = False,
               log_every: int = 50, sensor: Callable = retina, train_data: GlimpseMNIST | None = None,
               test_data: GlimpseMNIST | None = None, download: bool = False, time_limit: float | None = None,
               overwrite: bool = False) -> tuple[RAM, dict]:
-    """Train RAM with the hybrid loss. After each epoch: error on the validation split (`cfg.val` images held out of the
-    training set; on the test set if `cfg.val == 0`), checkpoint `out/ram.pt`, the best-on-validation weights `out/best.pt`,
-    and `out/metrics.json`. At the end the test error of the best-on-validation weights is `test_error`."""
+    """Train RAM with the hybrid loss. After each epoch: error on the validation split (`cfg.val` held-out training images; else the test set),
+    `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with `cfg.val` the model returned has the best weights."""
     from tqdm.auto import tqdm
     device = get_device(device)
     ckpt = Path(out) / "ram.pt" if out is not None else None
     if ckpt is not None and ckpt.exists() and not (resume or overwrite):
         raise ValueError(f"{ckpt} already holds a run: pass --resume to continue it or --overwrite to replace it")
-    if resume and ckpt is not None and not ckpt.exists():
-        print(f"note: --resume, but {ckpt} does not exist yet: starting a new run", file=sys.stderr)
+    if resume and ckpt is not None and not ckpt.exists(): print(f"note: {ckpt} does not exist yet: starting a new run", file=sys.stderr)
     seed_everything(cfg.seed)
     train = train_data or GlimpseMNIST(cfg.task, "train", seed=cfg.seed, limit=cfg.limit, download=download)
     test = test_data or GlimpseMNIST(cfg.task, "test", seed=TEST_SEED, limit=cfg.limit, download=download)
@@ -369,30 +402,18 @@ def train_ram(cfg: RAMConfig, out: str | Path | None = None, resume: bool = Fals
     total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
     model = cfg.model(sensor).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state = {"step": 0, "history": [], "evals": [], "train_seconds": 0.0, "best": None}
-    best_weights = None
-    if resume and ckpt is not None and ckpt.exists():
-        ck = load_checkpoint(ckpt, map_location=device)
-        old = {k: v for k, v in ck["config"].items() if k not in ("epochs", "steps", "patience")}
-        new = {k: v for k, v in asdict(cfg).items() if k not in ("epochs", "steps", "patience")}
-        if old != new: raise ValueError(f"{ckpt} was trained with a different configuration: {old} vs {new}")
-        model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"])
-        state = {k: ck.get(k) for k in state}
-        if state["best"] is not None: best_weights = load_checkpoint(Path(out) / "best.pt", map_location=device)["model"]
-        set_rng_state(ck["rng"])
+    state, best_weights = {"step": 0, "history": [], "evals": [], "train_seconds": 0.0, "best": None}, None
+    if resume and ckpt is not None and ckpt.exists(): state, best_weights = _resume(ckpt, cfg, model, opt, device)
 
-    def save(metrics_only=False, **final):
+    def save(checkpoint=True, **final):
         if out is None: return
-        metrics = {"config": asdict(cfg), "device": str(device), **state,
-                   "images_per_second": state["step"] * bs / max(state["train_seconds"], 1e-9),
-                   "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}
-        if not metrics_only:
-            save_checkpoint({"format": RAM_FORMAT, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                             "config": asdict(cfg), "rng": rng_state(), **state}, ckpt)
-        Path(out, "metrics.json").write_text(json.dumps(metrics, indent=1))
+        if checkpoint: save_checkpoint({"format": RAM_FORMAT, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                                        "config": asdict(cfg), "rng": rng_state(), **state}, ckpt)
+        Path(out, "metrics.json").write_text(json.dumps({"config": asdict(cfg), "device": str(device), **state,
+            "images_per_second": state["step"] * bs / max(state["train_seconds"], 1e-9),
+            "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}, indent=1))
 
-    model.train()
-    run, epoch = {}, -1
+    model.train(); run, epoch = {}, -1
     bar = tqdm(total=total, initial=state["step"], disable=not progress, desc=f"ram {cfg.task}")
     t0 = t_start = time.perf_counter()
     while state["step"] < total:
@@ -401,49 +422,39 @@ def train_ram(cfg: RAMConfig, out: str | Path | None = None, resume: bool = Fals
             epoch = step // per_epoch
             train.resample(cfg.seed * 100003 + epoch)
             perm = np.random.default_rng((cfg.seed, epoch)).permutation(len(train))
-        idx = perm[(step % per_epoch) * bs:(step % per_epoch + 1) * bs]
-        x, y = train.batch(idx)
+        x, y = train.batch(perm[(step % per_epoch) * bs:(step % per_epoch + 1) * bs])
         if cfg.anneal:   # linear decay to 0 at the last step, or at the time limit if that comes first
             done = max(step / total, (time.perf_counter() - t_start) / time_limit if time_limit else 0.0)
             for group in opt.param_groups: group["lr"] = cfg.lr * max(1 - done, 0.0)
         L = ram_loss(model(x.to(device)), y.to(device))
         opt.zero_grad(set_to_none=True); L["loss"].backward(); opt.step()
         for k in ("loss", "action", "reinforce", "baseline", "reward"): run[k] = run.get(k, 0.0) + L[k].item()
-        state["step"] += 1
-        bar.update(1)
+        state["step"] += 1; bar.update(1)
         if state["step"] % log_every == 0 or state["step"] == total:
             n = state["step"] % log_every or log_every
             state["history"].append({"step": state["step"], **{k: v / n for k, v in run.items()}})
             bar.set_postfix(loss=f"{state['history'][-1]['loss']:.3f}", reward=f"{state['history'][-1]['reward']:.3f}")
             run = {}
-        out_of_time = time_limit is not None and time.perf_counter() - t_start > time_limit
-        stop = False
+        out_of_time, stop = time_limit is not None and time.perf_counter() - t_start > time_limit, False
         if state["step"] % per_epoch == 0 or state["step"] == total or out_of_time:
             state["train_seconds"] += time.perf_counter() - t0
-            ev = {"step": state["step"], "epoch": state["step"] / per_epoch,
-                  "error": evaluate_ram(model, val if val is not None else test, device=device)["error"],
-                  "on": "validation" if val is not None else "test"}
+            ev = {"step": state["step"], "epoch": state["step"] / per_epoch, "on": "validation" if val is not None else "test",
+                  "error": evaluate_ram(model, val if val is not None else test, device=device)["error"]}
             if val is not None:
-                ev["train_error"] = evaluate_ram(model, probe, device=device)["error"]   # same count of training images
-                if state["best"] is None or ev["error"] < state["best"]["error"]:
-                    state["best"] = {"step": ev["step"], "epoch": ev["epoch"], "error": ev["error"]}
-                    best_weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                    if out is not None: save_checkpoint({"format": RAM_FORMAT, "model": best_weights, "config": asdict(cfg),
-                                                         "step": ev["step"]}, Path(out) / "best.pt")
+                ev["train_error"] = evaluate_ram(model, probe, device=device)["error"]   # as many training images as validation ones
+                best_weights = _keep_best(state, ev, model, cfg, out) or best_weights
                 stop = cfg.patience is not None and ev["epoch"] - state["best"]["epoch"] >= cfg.patience   # early stopping
             state["evals"].append(ev)
             if progress: bar.write(f"step {state['step']}: {ev['on']} error {100 * ev['error']:.2f}%")
             save()
             t0 = time.perf_counter()
         if out_of_time or stop: break
-    bar.close()
-    final = {}
+    bar.close(); final = {}
     if val is not None and best_weights is not None:          # the test set is looked at once, at the end
         last = evaluate_ram(model, test, device=device)["error"]
         model.load_state_dict(best_weights)
-        final = {"test_error": evaluate_ram(model, test, device=device)["error"], "test_error_last": last,
-                 "val_error": state["best"]["error"]}
-    save(metrics_only=True, **final)
+        final = {"test_error": evaluate_ram(model, test, device=device)["error"], "test_error_last": last, "val_error": state["best"]["error"]}
+    save(checkpoint=False, **final)
     return model, {"config": asdict(cfg), "device": str(device), **state,
                    "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}
 
@@ -474,21 +485,6 @@ def _cmd_train(args) -> int:
                       "val_error": m.get("val_error"), "out": str(args.out)}))
     return 0
 
-def load_ram(path: str | Path, device="cpu") -> tuple[RAM, RAMConfig, dict]:
-    "The model, its configuration and the raw checkpoint of a `ram.pt`/`best.pt`; any other checkpoint is a one-line ValueError."
-    ck = load_checkpoint(path, map_location=device)
-    fmt = ck.get("format") if isinstance(ck, dict) else None
-    cfg = ck.get("config") if isinstance(ck, dict) else None
-    if fmt not in (None, RAM_FORMAT) or not isinstance(cfg, dict) or cfg.get("task") not in TASKS or "model" not in ck:
-        what = f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
-        raise ValueError(f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt written by `sat-tutorial ram train`")
-    cfg = RAMConfig(**{f.name: cfg[f.name] for f in fields(RAMConfig) if f.name in cfg})
-    model = cfg.model().to(device)
-    try: model.load_state_dict(ck["model"])
-    except RuntimeError as e:
-        raise ValueError(f"{path}: the weights do not fit the RAM its configuration describes ({str(e).splitlines()[0]})") from None
-    return model, cfg, ck
-
 def _cmd_evaluate(args) -> int:
     device = get_device(args.device)
     model, cfg, ck = load_ram(args.checkpoint, device)
@@ -514,8 +510,8 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     t.add_argument("--patch", type=_number(int, 1, 128), help="retina patch side g (default: 8 for mnist, 12 otherwise)")
     t.add_argument("--scales", type=_number(int, 1, 6), help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)")
     t.add_argument("--std", type=_number(float, 0, 2, lo_open=True), default=0.15, help="σ of the Gaussian location policy (default: %(default)s)")
-    t.add_argument("--init-loc", choices=["centre", "random"], default="centre",
-                   help="first glimpse of a training episode: the centre (the paper) or uniform over the image; tests start at the centre (default: %(default)s)")
+    t.add_argument("--init-loc", choices=["centre", "random"], default="random",
+                   help="first glimpse of a training episode: uniform over the image, or the centre; tests start at the centre (default: %(default)s)")
     t.add_argument("--epochs", type=pos, default=100, help="epochs (default: %(default)s)")
     t.add_argument("--steps", type=pos, help="stop after this many steps in total (overrides --epochs)")
     t.add_argument("--batch-size", type=_number(int, 1, 65536), default=64, help="minibatch size (default: %(default)s)")

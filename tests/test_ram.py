@@ -253,10 +253,12 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["step"] == 6 and metrics["config"]["glimpses"] == 3 and metrics["config"]["scales"] == 3
     assert 0 <= metrics["test_error"] <= 1 and len(metrics["history"]) >= 1
-    a = p.parse_args(["ram", "evaluate", "--checkpoint", str(tmp_path / "ram.pt"), "--json", str(tmp_path / "e.json"), "--device", "cpu"])
-    assert a.func(a) == 0
-    ev = json.loads((tmp_path / "e.json").read_text())
-    assert ev["n"] == 300 and ev["task"] == "translated" and ev["error"] == pytest.approx(metrics["test_error"])
+    assert metrics["config"]["val"] == 30 and metrics["evals"][-1]["on"] == "validation"   # default: a tenth of --limit
+    for ck, key in (("best.pt", "test_error"), ("ram.pt", "test_error_last")):   # best on validation; last
+        a = p.parse_args(["ram", "evaluate", "--checkpoint", str(tmp_path / ck), "--json", str(tmp_path / "e.json"), "--device", "cpu"])
+        assert a.func(a) == 0
+        ev = json.loads((tmp_path / "e.json").read_text())
+        assert ev["n"] == 300 and ev["task"] == "translated" and ev["error"] == pytest.approx(metrics[key])
     a = p.parse_args(["ram", "train", "--task", "translated", "--steps", "8", "--limit", "300", "--batch-size", "50",
                       "--glimpses", "3", "--out", str(tmp_path), "--quiet", "--device", "cpu", "--seed", "3", "--resume"])
     assert a.func(a) == 0 and json.loads((tmp_path / "metrics.json").read_text())["step"] == 8
