@@ -235,10 +235,10 @@ class RAM(nn.Module):
         self.classifier = nn.Linear(hidden, n_classes)                                          # f_a
         self.baseline = nn.Linear(hidden, 1)                                                    # b_t
 
-    def forward(self, x: torch.Tensor, sample: bool = True) -> RAMOutput:
+    def forward(self, x: torch.Tensor, sample: bool = True, l0: torch.Tensor | None = None) -> RAMOutput:
         B = x.shape[0]
-        l = x.new_zeros(B, 2)                                   # l_0: the centre
-        if sample and self.init_loc == "random": l = torch.rand_like(l) * 2 - 1   # or uniform over the image (sampled episodes only)
+        l = x.new_zeros(B, 2) if l0 is None else l0             # l_0: the centre, or the (B, 2) locations given
+        if l0 is None and sample and self.init_loc == "random": l = torch.rand_like(l) * 2 - 1   # or uniform (sampled episodes)
         h = x.new_zeros(B, self.hidden)                         # h_0
         S = integral_image(x)                                   # (B, H+1, W+1), once per episode
         log_pi, base, mus, ls = [], [], [], [l]
@@ -317,19 +317,25 @@ class RAMConfig:
 
 # %% ../nbs/03_ram.ipynb #85db5c0d
 @torch.no_grad()
-def evaluate_ram(model: RAM, data: GlimpseMNIST, batch_size: int = 1000, mc_samples: int = 0, device=None) -> dict:
-    "Error on `data`: with mc_samples=0 the agent looks at the policy means; K>0 averages the class probabilities of K sampled episodes (not in the paper)."
+def evaluate_ram(model: RAM, data: GlimpseMNIST, batch_size: int = 1000, mc_samples: int = 0, device=None,
+                 start: str = "centre", seed: int = 0) -> dict:
+    """Error on `data`. mc_samples=0: one episode per image that follows the policy means, from l_0 at the centre
+    (`start="centre"`, deterministic) or uniform over the image (`start="random"`, drawn with `seed`: the training
+    distribution of l_0); K>0 averages the class probabilities of K sampled episodes (not in the paper)."""
+    if start not in ("centre", "random"): raise ValueError(f"start must be 'centre' or 'random', got {start!r}")
     device = device or next(model.parameters()).device
     was_training = model.training; model.eval()
-    wrong = 0
+    wrong, gen = 0, torch.Generator().manual_seed(seed)
     for i in range(0, len(data), batch_size):
         x, y = data.batch(np.arange(i, min(i + batch_size, len(data))))
         x, y = x.to(device), y.to(device)
-        if mc_samples <= 0: p = model(x, sample=False).logits
+        l0 = (torch.rand(len(x), 2, generator=gen) * 2 - 1).to(device) if start == "random" else None   # (B, 2)
+        if mc_samples <= 0: p = model(x, sample=False, l0=l0).logits
         else: p = torch.stack([model(x).logits.softmax(-1) for _ in range(mc_samples)]).mean(0)
         wrong += (p.argmax(-1) != y).sum().item()
     model.train(was_training)
-    return {"error": wrong / len(data), "accuracy": 1 - wrong / len(data), "n": len(data), "mc_samples": mc_samples}
+    return {"error": wrong / len(data), "accuracy": 1 - wrong / len(data), "n": len(data), "mc_samples": mc_samples,
+            "start": start if mc_samples <= 0 else "sampled", **({"seed": seed} if start == "random" and mc_samples <= 0 else {})}
 
 VAL_SEED = 2015  # the validation layout, fixed like the test layout
 
@@ -491,7 +497,7 @@ def _cmd_evaluate(args) -> int:
     limit = args.limit if args.limit is not None else cfg.limit
     data = GlimpseMNIST(cfg.task, "test", seed=TEST_SEED, limit=limit)
     res = {"checkpoint": str(args.checkpoint), "task": cfg.task, "step": ck.get("step"),
-           **evaluate_ram(model, data, mc_samples=args.mc_samples, device=device)}
+           **evaluate_ram(model, data, mc_samples=args.mc_samples, device=device, start=args.start, seed=args.seed)}
     print(json.dumps(res))
     if args.json: Path(args.json).parent.mkdir(parents=True, exist_ok=True); Path(args.json).write_text(json.dumps(res, indent=1))
     return 0
@@ -538,6 +544,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     e.add_argument("--json", type=Path, help="write the result here as JSON")
     e.add_argument("--mc-samples", type=_number(int, 0, 1000), default=0,
                    help="average class probabilities over K sampled glimpse sequences (not in the paper); 0: look at the policy means (default)")
+    e.add_argument("--start", choices=["centre", "random"], default="centre",
+                   help="first glimpse of the test episode: the centre (deterministic) or uniform over the image, drawn with --seed, as in training (default: %(default)s)")
+    e.add_argument("--seed", type=_number(int, 0, 2 ** 31 - 1), default=0, help="seed of the random first glimpses (default: %(default)s)")
     e.add_argument("--limit", type=pos, help="use only the first N test images")
     e.add_argument("--device", default="auto")
     e.set_defaults(func=_cmd_evaluate)

@@ -401,3 +401,15 @@ def test_train_refuses_to_replace_a_run(tmp_path, capsys):
     assert _main(argv + ["--overwrite"], capsys)[0] == 0
     rc, err = _main(argv + ["--overwrite", "--resume"], capsys)            # contradictory: argparse says so
     assert rc == 2 and "not allowed with" in _one_line(err, "--resume")
+
+
+def test_evaluate_from_random_first_glimpses():
+    cfg, tr, te = _tiny(steps=1)
+    model = cfg.model()
+    l0 = torch.rand(5, 2) * 2 - 1
+    x = te.batch(np.arange(5))[0]
+    assert torch.equal(model(x, sample=False, l0=l0).l[:, 0], l0)             # the given l_0 is where it looks first
+    a, b = evaluate_ram(model, te, start="random", seed=3), evaluate_ram(model, te, start="random", seed=3)
+    assert a == b and a["start"] == "random" and a["seed"] == 3                # seeded: reproducible
+    assert not torch.allclose(model(x, sample=False, l0=l0).logits, model(x, sample=False).logits)   # the first glimpse matters
+    with pytest.raises(ValueError, match="start"): evaluate_ram(model, te, start="corner")
