@@ -90,7 +90,8 @@ def train(args):
     cfg = RAMConfig(**cfg_kw, steps=steps)
     print(f"{args.task}: {rate:.1f} steps/s measured -> {steps} steps ({steps / per_epoch:.1f} epochs) of {args.batch_size}", flush=True)
     t = time.perf_counter()
-    model, m = train_ram(cfg, out=ROOT / "bench" / "out" / f"ram_{args.task}", progress=args.progress, time_limit=budget)
+    model, m = train_ram(cfg, out=ROOT / "bench" / "out" / f"ram_{args.task}", progress=args.progress, time_limit=budget,
+                         overwrite=True)
     wall = time.perf_counter() - t
     ev_mc = evaluate_ram(model, GlimpseMNIST(args.task, "test", seed=TEST_SEED), mc_samples=args.mc_samples) if args.mc_samples else None
     row = {"task": args.task, "glimpses": cfg.glimpses, "retina g×k": f"{cfg.patch}x{cfg.scales}", "steps": m["step"],

@@ -8,8 +8,8 @@ import torch
 
 from sat_tutorial.core import data_root
 from sat_tutorial.ram import (PAPER_RETINA, TASKS, GlimpseMNIST, RAM, RAMConfig, add_cli, evaluate_ram, gaussian_log_prob,
-                              glimpse_corners, integral_image, load_mnist, make_layout, ram_loss, read_idx,
-                              reinforce_samples, render, retina, retina_reference, train_ram)
+                              glimpse_corners, integral_image, load_mnist, load_ram, make_layout, ram_loss, read_idx,
+                              reinforce_samples, render, retina, retina_reference, split_validation, train_ram)
 
 HAVE_MNIST = all((data_root() / "mnist" / "raw" / f).exists()
                  for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"))
@@ -253,10 +253,163 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     assert metrics["step"] == 6 and metrics["config"]["glimpses"] == 3 and metrics["config"]["scales"] == 3
     assert 0 <= metrics["test_error"] <= 1 and len(metrics["history"]) >= 1
-    a = p.parse_args(["ram", "evaluate", "--checkpoint", str(tmp_path / "ram.pt"), "--json", str(tmp_path / "e.json"), "--device", "cpu"])
-    assert a.func(a) == 0
-    ev = json.loads((tmp_path / "e.json").read_text())
-    assert ev["n"] == 300 and ev["task"] == "translated" and ev["error"] == pytest.approx(metrics["test_error"])
+    assert metrics["config"]["val"] == 30 and metrics["evals"][-1]["on"] == "validation"   # default: a tenth of --limit
+    for ck, key in (("best.pt", "test_error"), ("ram.pt", "test_error_last")):   # best on validation; last
+        a = p.parse_args(["ram", "evaluate", "--checkpoint", str(tmp_path / ck), "--json", str(tmp_path / "e.json"), "--device", "cpu"])
+        assert a.func(a) == 0
+        ev = json.loads((tmp_path / "e.json").read_text())
+        assert ev["n"] == 300 and ev["task"] == "translated" and ev["error"] == pytest.approx(metrics[key])
     a = p.parse_args(["ram", "train", "--task", "translated", "--steps", "8", "--limit", "300", "--batch-size", "50",
                       "--glimpses", "3", "--out", str(tmp_path), "--quiet", "--device", "cpu", "--seed", "3", "--resume"])
     assert a.func(a) == 0 and json.loads((tmp_path / "metrics.json").read_text())["step"] == 8
+
+
+# ---------------------------------------------------------------- validation split, best weights, first location
+
+def test_split_validation_is_disjoint_and_ordered():
+    X, Y = fake_digits(60)
+    tr, va = split_validation(GlimpseMNIST("translated", "train", seed=0, images=X, labels=Y), 10)
+    assert len(tr) == 50 and len(va) == 10
+    assert np.array_equal(tr.images, X[:50]) and np.array_equal(va.images, X[50:]) and np.array_equal(va.labels, Y[50:])
+    assert (va.layout["src"] < 10).all()                                 # validation clutter comes from validation digits only
+    for n in (0, 60, 61):
+        with pytest.raises(ValueError, match="validation split"): split_validation(GlimpseMNIST("mnist", images=X, labels=Y), n)
+
+
+def test_train_with_validation_keeps_best_weights(tmp_path):
+    X, Y = fake_digits(96, seed=2)
+    cfg = RAMConfig(task="mnist", batch_size=16, hidden=32, glimpse_hidden=16, loc_hidden=16, glimpse_dim=32, epochs=3, val=32, lr=3e-3)
+    te = GlimpseMNIST("mnist", "test", seed=1, images=X[:40], labels=Y[:40])
+    model, m = train_ram(cfg, out=tmp_path, train_data=GlimpseMNIST("mnist", images=X, labels=Y), test_data=te)
+    assert [e["on"] for e in m["evals"]] == ["validation"] * 3 and all(0 <= e["train_error"] <= 1 for e in m["evals"])
+    best = min(m["evals"], key=lambda e: e["error"])                     # the first of equal minima is kept
+    assert m["best"]["step"] == best["step"] and m["val_error"] == best["error"]
+    kept, _, ck = load_ram(tmp_path / "best.pt")
+    assert ck["step"] == best["step"] and ck["format"] == "sat_tutorial.ram/1"
+    assert m["test_error"] == evaluate_ram(kept, te)["error"] == evaluate_ram(model, te)["error"]   # returned model = best weights
+    assert json.loads((tmp_path / "metrics.json").read_text())["test_error"] == m["test_error"]
+
+
+def test_random_first_location_only_in_sampled_episodes():
+    torch.manual_seed(0)
+    m = RAM(init_loc="random")
+    x = torch.rand(64, 1, 28, 28)
+    l0 = m(x).l[:, 0]
+    assert l0.abs().max() <= 1 and l0.std(0).min() > 0.4                 # uniform on [-1, 1]: std 0.58
+    assert torch.equal(m(x, sample=False).l[:, 0], torch.zeros(64, 2))  # the deterministic (test) episode starts at the centre
+    assert torch.equal(RAM()(x).l[:, 0], torch.zeros(64, 2))            # the paper's l_0
+    with pytest.raises(ValueError, match="init_loc"): RAM(init_loc="corner")
+
+
+# ---------------------------------------------------------------- hostile input through `sat-tutorial ram ...` (issue 43)
+
+def _main(argv, capsys):
+    "Run the real command line; exit status and stderr (argparse's exits included)."
+    from sat_tutorial.cli import main
+    try: rc = main(argv)
+    except SystemExit as e: rc = e.code
+    return rc, capsys.readouterr().err
+
+
+def _one_line(err: str, *names: str):
+    "The last stderr line names the culprit; no traceback anywhere."
+    assert "Traceback" not in err, err
+    line = err.strip().splitlines()[-1]
+    for n in names: assert n in line, (n, line)
+    return line
+
+
+def _mnist_dir(tmp_path, damage: str):
+    "A data folder with four small MNIST files, one of them damaged in the way `damage` says; returns (root, damaged file)."
+    raw = tmp_path / "data" / "mnist" / "raw"; raw.mkdir(parents=True)
+    X, Y = fake_digits(40)
+    def idx(a): return bytes([0, 0, 8, a.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in a.shape) + a.astype(np.uint8).tobytes()
+    for split, (im, lb) in {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+                            "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}.items():
+        (raw / im).write_bytes(gzip.compress(idx(X))); (raw / lb).write_bytes(gzip.compress(idx(Y)))
+    bad = raw / ("train-labels-idx1-ubyte.gz" if damage == "labels-are-images" else "train-images-idx3-ubyte.gz")
+    good = bad.read_bytes()
+    bad.write_bytes({"truncated": good[:len(good) // 2], "not-gzip": b"<html>404 not found</html>", "empty": b"",
+                     "bad-crc": good[:-8] + bytes(4) + good[-4:], "labels-are-images": gzip.compress(idx(X)),
+                     "short-header": gzip.compress(bytes([0, 0, 8, 3, 0, 0]))}[damage])
+    return tmp_path / "data", bad
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not-gzip", "empty", "bad-crc", "labels-are-images", "short-header"])
+def test_damaged_mnist_file_is_one_line(tmp_path, monkeypatch, capsys, damage):
+    root, bad = _mnist_dir(tmp_path, damage)
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(root))
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    rc, err = _main(["ram", "train", "--steps", "1", "--limit", "20", "--out", str(tmp_path / "run"), "--quiet", "--device", "cpu"], capsys)
+    assert rc == 1
+    _one_line(err, str(bad))
+    assert not (tmp_path / "run").exists() and {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def _fake_captioner_checkpoint(path):
+    from sat_tutorial.core import save_checkpoint
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+    model = SoftAttentionCaptioner(12, 8, embed_dim=8, hidden_dim=8, attention_dim=8)
+    save_checkpoint({"format": "sat_tutorial.captioner/1", "config": {"model": "soft", "batch_size": 4},
+                     "model": model.state_dict(), "step": 3}, path)
+
+
+@pytest.mark.parametrize("kind", ["captioner", "draw-like", "tensor", "ram-wrong-weights", "not-torch"])
+def test_evaluate_refuses_other_checkpoints(tmp_path, capsys, kind):
+    from sat_tutorial.core import save_checkpoint
+    ck = tmp_path / f"{kind}.pt"
+    if kind == "captioner": _fake_captioner_checkpoint(ck)
+    elif kind == "draw-like": save_checkpoint({"model": {}, "config": {"steps": 3, "T": 10}, "step": 3}, ck)
+    elif kind == "tensor": save_checkpoint(torch.zeros(3), ck)
+    elif kind == "ram-wrong-weights":
+        save_checkpoint({"format": "sat_tutorial.ram/1", "config": {"task": "mnist", "hidden": 64}, "model": RAM().state_dict(), "step": 1}, ck)
+    else: ck.write_text("hello")
+    before = ck.read_bytes()
+    rc, err = _main(["ram", "evaluate", "--checkpoint", str(ck), "--device", "cpu", "--json", str(tmp_path / "e.json")], capsys)
+    assert rc == 1
+    line = _one_line(err, str(ck))
+    if kind == "captioner": assert "not a RAM checkpoint" in line and "captioner" in line
+    assert ck.read_bytes() == before and not (tmp_path / "e.json").exists()
+
+
+BAD_FLAGS = [("train", "--batch-size", "-4"), ("train", "--batch-size", "0"), ("train", "--epochs", "0"), ("train", "--steps", "-1"),
+             ("train", "--glimpses", "0"), ("train", "--glimpses", "1000000"), ("train", "--patch", "0"), ("train", "--scales", "0"),
+             ("train", "--scales", "40"), ("train", "--std", "0"), ("train", "--std", "-0.1"), ("train", "--std", "nan"),
+             ("train", "--lr", "0"), ("train", "--lr", "-1e-3"), ("train", "--lr", "inf"), ("train", "--time-limit", "-5"),
+             ("train", "--seed", "-1"), ("train", "--limit", "0"), ("train", "--threads", "0"), ("train", "--val", "-1"),
+             ("train", "--patience", "0"), ("train", "--batch-size", "ten"), ("evaluate", "--mc-samples", "-2"),
+             ("evaluate", "--limit", "0")]
+
+
+@pytest.mark.parametrize("cmd,flag,value", BAD_FLAGS)
+def test_numeric_flags_are_range_checked(tmp_path, capsys, cmd, flag, value):
+    extra = ["--out", str(tmp_path / "run")] if cmd == "train" else ["--checkpoint", str(tmp_path / "none.pt")]
+    rc, err = _main(["ram", cmd, f"{flag}={value}", *extra], capsys)   # "=": argparse reads "-1e-3" alone as an option
+    assert rc == 2
+    _one_line(err, flag, repr(value))
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_mnist
+def test_train_refuses_to_replace_a_run(tmp_path, capsys):
+    argv = ["ram", "train", "--steps", "2", "--limit", "100", "--batch-size", "20", "--out", str(tmp_path), "--quiet", "--device", "cpu"]
+    assert _main(argv, capsys)[0] == 0
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    rc, err = _main(argv, capsys)
+    assert rc == 1 and "--overwrite" in _one_line(err, str(tmp_path / "ram.pt"))
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert _main(argv + ["--overwrite"], capsys)[0] == 0
+    rc, err = _main(argv + ["--overwrite", "--resume"], capsys)            # contradictory: argparse says so
+    assert rc == 2 and "not allowed with" in _one_line(err, "--resume")
+
+
+def test_evaluate_from_random_first_glimpses():
+    cfg, tr, te = _tiny(steps=1)
+    model = cfg.model()
+    l0 = torch.rand(5, 2) * 2 - 1
+    x = te.batch(np.arange(5))[0]
+    assert torch.equal(model(x, sample=False, l0=l0).l[:, 0], l0)             # the given l_0 is where it looks first
+    a, b = evaluate_ram(model, te, start="random", seed=3), evaluate_ram(model, te, start="random", seed=3)
+    assert a == b and a["start"] == "random" and a["seed"] == 3                # seeded: reproducible
+    assert not torch.allclose(model(x, sample=False, l0=l0).logits, model(x, sample=False).logits)   # the first glimpse matters
+    with pytest.raises(ValueError, match="start"): evaluate_ram(model, te, start="corner")
