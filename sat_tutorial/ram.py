@@ -16,7 +16,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import (check_shape, data_root, find_data, get_device, load_checkpoint, rng_state,
+from .core import (Range, check_shape, data_root, find_data, get_device, load_checkpoint, rng_state,
                                save_checkpoint, seed_everything, set_rng_state)
 
 # %% auto #0
@@ -465,19 +465,6 @@ def train_ram(cfg: RAMConfig, out: str | Path | None = None, resume: bool = Fals
                    "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}
 
 # %% ../nbs/03_ram.ipynb #1dfed4d2
-def _number(kind: type, lo=None, hi=None, lo_open: bool = False) -> Callable:
-    "An argparse type: `kind` (int or float) within [lo, hi] ((lo, hi] with lo_open); finite; else one line saying what is allowed."
-    bounds = " and ".join(s for s in (None if lo is None else f"{'>' if lo_open else '≥'} {lo}", None if hi is None else f"≤ {hi}") if s)
-    what = f"{'an integer' if kind is int else 'a number'}{' ' + bounds if bounds else ''}"
-    def check(text: str):
-        try: v = kind(text)
-        except ValueError: raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-        if not math.isfinite(v) or (lo is not None and (v <= lo if lo_open else v < lo)) or (hi is not None and v > hi):
-            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-        return v
-    check.__name__ = what
-    return check
-
 def _cmd_train(args) -> int:
     val = args.val if args.val is not None else (5000 if args.limit is None else args.limit // 10)
     cfg = RAMConfig(task=args.task, glimpses=args.glimpses, patch=args.patch, scales=args.scales, std=args.std,
@@ -510,28 +497,28 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="ram_command", metavar="{train,evaluate}", required=True)
     t = sub.add_parser("train", help="train RAM with the hybrid loss",
                        description="Train RAM; writes OUT/ram.pt (last), OUT/best.pt (best on validation) and OUT/metrics.json.")
-    pos, nonneg = _number(int, 1), _number(int, 0)
+    pos, nonneg = Range(int, 1), Range(int, 0)
     t.add_argument("--task", choices=list(TASKS), default="mnist", help="which MNIST task (default: %(default)s)")
-    t.add_argument("--glimpses", type=_number(int, 1, 64), help="number of glimpses N (default: the paper's, 6 for mnist, 8 otherwise)")
-    t.add_argument("--patch", type=_number(int, 1, 128), help="retina patch side g (default: 8 for mnist, 12 otherwise)")
-    t.add_argument("--scales", type=_number(int, 1, 6), help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)")
-    t.add_argument("--std", type=_number(float, 0, 2, lo_open=True), default=0.15, help="σ of the Gaussian location policy (default: %(default)s)")
+    t.add_argument("--glimpses", type=Range(int, 1, 64), help="number of glimpses N (default: the paper's, 6 for mnist, 8 otherwise)")
+    t.add_argument("--patch", type=Range(int, 1, 128), help="retina patch side g (default: 8 for mnist, 12 otherwise)")
+    t.add_argument("--scales", type=Range(int, 1, 6), help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)")
+    t.add_argument("--std", type=Range(float, 0, 2, lo_open=True), default=0.15, help="σ of the Gaussian location policy (default: %(default)s)")
     t.add_argument("--init-loc", choices=["centre", "random"], default="random",
                    help="first glimpse of a training episode: uniform over the image, or the centre; tests start at the centre (default: %(default)s)")
     t.add_argument("--epochs", type=pos, default=100, help="epochs (default: %(default)s)")
     t.add_argument("--steps", type=pos, help="stop after this many steps in total (overrides --epochs)")
-    t.add_argument("--batch-size", type=_number(int, 1, 65536), default=64, help="minibatch size (default: %(default)s)")
-    t.add_argument("--lr", type=_number(float, 0, 10, lo_open=True), default=1e-3, help="Adam learning rate (default: %(default)s)")
+    t.add_argument("--batch-size", type=Range(int, 1, 65536), default=64, help="minibatch size (default: %(default)s)")
+    t.add_argument("--lr", type=Range(float, 0, 10, lo_open=True), default=1e-3, help="Adam learning rate (default: %(default)s)")
     t.add_argument("--anneal", action=argparse.BooleanOptionalAction, default=True,
                    help="decay the learning rate linearly to 0 by the last step or the time limit, whichever comes first (default: on)")
     t.add_argument("--val", type=nonneg, help="hold out the last N training images for validation and model choice; 0: none (default: 5000, a tenth of --limit)")
     t.add_argument("--patience", type=pos, help="stop after this many epochs without a better validation error (default: never)")
-    t.add_argument("--time-limit", type=_number(float, 0, lo_open=True), help="stop (evaluate, checkpoint) after this many seconds; --resume continues")
-    t.add_argument("--seed", type=_number(int, 0, 2 ** 31 - 1), default=0)
+    t.add_argument("--time-limit", type=Range(float, 0, lo_open=True), help="stop (evaluate, checkpoint) after this many seconds; --resume continues")
+    t.add_argument("--seed", type=Range(int, 0, 2 ** 31 - 1), default=0)
     t.add_argument("--limit", type=pos, help="use only the first N training and test images (quick runs)")
     t.add_argument("--policy-grad-to-core", action="store_true", help="let the REINFORCE gradient reach the core and glimpse networks (the paper's full gradient)")
     t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps (default: %(default)s)")
-    t.add_argument("--threads", type=_number(int, 1, 1024), help="torch CPU threads")
+    t.add_argument("--threads", type=Range(int, 1, 1024), help="torch CPU threads")
     t.add_argument("--out", type=Path, default=Path("runs/ram"), help="output folder (default: %(default)s)")
     g = t.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="continue from OUT/ram.pt")
@@ -542,11 +529,11 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="test error of a checkpoint", description="Test error of a RAM checkpoint on its task's test set.")
     e.add_argument("--checkpoint", type=Path, required=True, help="a ram.pt or best.pt written by `ram train`")
     e.add_argument("--json", type=Path, help="write the result here as JSON")
-    e.add_argument("--mc-samples", type=_number(int, 0, 1000), default=0,
+    e.add_argument("--mc-samples", type=Range(int, 0, 1000), default=0,
                    help="average class probabilities over K sampled glimpse sequences (not in the paper); 0: look at the policy means (default)")
     e.add_argument("--start", choices=["centre", "random"], default="centre",
                    help="first glimpse of the test episode: the centre (deterministic) or uniform over the image, drawn with --seed, as in training (default: %(default)s)")
-    e.add_argument("--seed", type=_number(int, 0, 2 ** 31 - 1), default=0, help="seed of the random first glimpses (default: %(default)s)")
+    e.add_argument("--seed", type=Range(int, 0, 2 ** 31 - 1), default=0, help="seed of the random first glimpses (default: %(default)s)")
     e.add_argument("--limit", type=pos, help="use only the first N test images")
     e.add_argument("--device", default="auto")
     e.set_defaults(func=_cmd_evaluate)
