@@ -255,7 +255,7 @@ class CharDecoder(SoftAttentionCaptioner):
 # %% ../nbs/14_attention_ocr.ipynb #ocr00036
 @dataclass
 class OCRConfig:
-    "Everything a run needs: data, encoder, decoder, optimisation. Defaults are the paper-sized CPU run of the bench."
+    "Everything a run needs: data, encoder, decoder, optimisation. Defaults: a full `sat-tutorial ocr train` run; the notebook and bench use smaller ones."
     encoder: str = "recursive"; channels: int = 64; iterations: int = 3; feature_dim: int = 128; positions: bool = True
     embed_dim: int = 64; hidden_dim: int = 256; attention_dim: int = 128
     height: int = 32; width: int = 128; n_train: int = 50000; n_test: int = 2000; test_fraction: float = 0.1
