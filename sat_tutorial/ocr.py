@@ -4,18 +4,15 @@
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00003
 from __future__ import annotations
-
 import argparse, json, math, time
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
-
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
-
-from .core import data_root, get_device, load_checkpoint, save_checkpoint, seed_everything
+from .core import data_root, get_device, load_checkpoint, positive_float, positive_int, save_checkpoint, seed_everything
 from .data import Vocab
 from .decoding import beam_search, greedy
 from .soft_attention import SoftAttentionCaptioner
@@ -198,7 +195,6 @@ class PlainConv(nn.Module):
     def forward(self, x: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
         for layer in self.layers[:self.iterations if iterations is None else iterations]: x = F.relu(layer(x))
         return x
-
 BLOCKS = {"recursive": RecursiveConv, "recurrent": RecurrentConv,
           "recurrent-unshared": lambda C, T, k=3: RecurrentConv(C, T, k, shared=False), "plain": PlainConv}
 
@@ -404,17 +400,6 @@ def load_word_image(path: str | Path, height: int = 32, width: int = 128) -> np.
     fill = np.median(np.concatenate([arr[0], arr[-1], arr[:, 0], arr[:, -1]]))        # the border's grey
     return np.concatenate([arr, np.full((height, width - w), fill, np.uint8)], 1)
 
-# %% ../nbs/14_attention_ocr.ipynb #ocr00053
-def _number(kind, what: str = "a positive number"):
-    "An argparse `type=`: a positive finite `kind` number, else a one-line error."
-    def parse(s: str):
-        try: v = kind(s)
-        except ValueError: v = None
-        if v is None or not 0 < v < math.inf: raise argparse.ArgumentTypeError(f"expected {what}, got {s!r}")
-        return v
-    return parse
-_positive_int, _positive_float = _number(int, "a positive integer"), _number(float)
-
 # %% ../nbs/14_attention_ocr.ipynb #ocr00053b
 _INT_FLAGS = {"channels": "channels C of the block", "iterations": "unrolled iterations T", "feature_dim": "size D of a feature column",
               "hidden_dim": "decoder LSTM size", "n_train": "training images rendered", "n_test": "held-out images rendered",
@@ -457,11 +442,11 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="render words and train a reader", description="Train a reader; writes OUT/ocr.pt and OUT/metrics.json.")
     t.add_argument("--encoder", choices=list(BLOCKS), default=OCRConfig.encoder, help="feature extractor (default: %(default)s)")
     for f, h in _INT_FLAGS.items():
-        t.add_argument("--" + f.replace("_", "-"), type=_positive_int, default=getattr(OCRConfig, f), help=h + " (default: %(default)s)")
-    t.add_argument("--lr", type=_positive_float, default=OCRConfig.lr, help="Adam learning rate (default: %(default)s)")
-    t.add_argument("--minutes", type=_positive_float, help="training time budget; the learning-rate schedule follows it")
+        t.add_argument("--" + f.replace("_", "-"), type=positive_int, default=getattr(OCRConfig, f), help=h + " (default: %(default)s)")
+    t.add_argument("--lr", type=positive_float, default=OCRConfig.lr, help="Adam learning rate (default: %(default)s)")
+    t.add_argument("--minutes", type=positive_float, help="training time budget; the learning-rate schedule follows it")
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threads", type=_positive_int, help="torch CPU threads")
+    t.add_argument("--threads", type=positive_int, help="torch CPU threads")
     t.add_argument("--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)")
     t.add_argument("--out", type=Path, default=Path("runs/ocr"), help="output folder (default: %(default)s)")
     t.add_argument("--overwrite", action="store_true", help="replace OUT/ocr.pt if it exists")
@@ -469,12 +454,12 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     t.set_defaults(func=_cmd_train)
     e = sub.add_parser("evaluate", help="word accuracy, CER, attention correctness on held-out words",
                        description="Score a reader on freshly rendered images of its held-out words.")
-    e.add_argument("--n-test", type=_positive_int, help="images to render (default: the training run's)")
+    e.add_argument("--n-test", type=positive_int, help="images to render (default: the training run's)")
     e.add_argument("--json", type=Path, help="write the result here as JSON")
     r = sub.add_parser("read", help="read word images", description="Read word image files; one JSON line per image.")
     r.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
     for q, fn in ((e, _cmd_evaluate), (r, _cmd_read)):
         q.add_argument("--checkpoint", type=Path, required=True, help="an ocr.pt written by `ocr train`")
-        q.add_argument("--beam-size", type=_positive_int, default=1, help="(default: %(default)s, greedy)")
+        q.add_argument("--beam-size", type=positive_int, default=1, help="(default: %(default)s, greedy)")
         q.set_defaults(func=fn)
     return p
