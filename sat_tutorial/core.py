@@ -28,7 +28,6 @@ class Range:
         noun = "an integer" if kind is int else "a number"
         parts = ([f"{'>' if lo_open else '≥'} {lo}"] if lo is not None else []) + ([f"{'<' if hi_open else '≤'} {hi}"] if hi is not None else [])
         self.what = f"{noun} {' and '.join(parts)}".strip()
-        self.__name__ = self.what                                       # what argparse prints for a value it cannot convert
 
     def ok(self, x) -> bool:
         if isinstance(x, bool) or not isinstance(x, (int, float)): return False
@@ -52,13 +51,20 @@ class Range:
 
     def __repr__(self): return f"Range({self.what})"
 
-positive_int = Range(int, lo=1)                       # sizes, counts, beam widths, lengths
-nonneg_int = Range(int, lo=0)                         # 0 means "off" or "none"
-seed_int = Range(int, lo=0, hi=2**32 - 1)             # what every generator accepts (NumPy's limit)
-positive_float = Range(float, lo=0, lo_open=True)     # learning rates, temperatures
-nonneg_float = Range(float, lo=0)                     # clipping norms, time budgets (0: off)
-unit_float = Range(float, lo=0, hi=1)                 # shares: max_missing
-dropout_float = Range(float, lo=0, hi=1, hi_open=True)   # probabilities of dropping, decays (1 would drop or keep everything)
+#: sizes, counts, beam widths, lengths
+positive_int = Range(int, lo=1)
+#: 0 means "off" or "none"
+nonneg_int = Range(int, lo=0)
+#: what every generator accepts (NumPy's limit)
+seed_int = Range(int, lo=0, hi=2**32 - 1)
+#: learning rates, temperatures
+positive_float = Range(float, lo=0, lo_open=True)
+#: clipping norms, time budgets (0: off)
+nonneg_float = Range(float, lo=0)
+#: shares: max_missing
+unit_float = Range(float, lo=0, hi=1)
+#: probabilities of dropping, decays (1 would drop or keep everything)
+dropout_float = Range(float, lo=0, hi=1, hi_open=True)
 
 # %% ../nbs/00_core.ipynb #4de7d789
 def get_device(device: str | torch.device | None = "auto") -> torch.device:
@@ -138,7 +144,8 @@ def find_data(*parts: str, hint: str = "") -> Path:
     return p
 
 # %% ../nbs/00_core.ipynb #73bf0564
-TEMP_SUFFIX = ".sat-partial"      # marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
+#: marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
+TEMP_SUFFIX = ".sat-partial"
 
 def remove_stale_temps(folder, name: str = "*") -> list[Path]:
     "Delete what interrupted `save_checkpoint` writes left in `folder` (of target `name`, or all); returns the paths removed."
