@@ -52,7 +52,8 @@ from sat_tutorial.training import (AMP_DTYPES, OPTIMIZERS, EpochBatches, TrainCo
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
-PAPER = {"soft": {"bleu4": 19.5, "meteor": 18.93}, "hard": {"bleu4": 21.3, "meteor": 20.30}}
+PAPER = {"soft": {"bleu4": 19.5, "meteor": 18.93}, "hard": {"bleu4": 21.3, "meteor": 20.30},
+         "transformer": {}}   # Vaswani et al. report no captioning; the row shows soft attention's paper numbers for scale
 
 
 def environment(device) -> dict:
@@ -127,11 +128,13 @@ def quality(args):
     mirror = features(recs, args.encoder, args.limit_images, args, device, mirror=True) if args.mirror else None
     grid = int(round(__import__("h5py").File(feats, "r")["feats"].shape[1] ** 0.5))
     cfg = TrainConfig(model=args.model, data="flickr8k", features=str(feats), mirror_features=str(mirror) if mirror else None, encoder=args.encoder, encoder_weights="DEFAULT",
-                      grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=0.5, lr=args.lr, optimizer=args.optimizer, warmup=200,
+                      grid=grid, embed_dim=512, hidden_dim=args.hidden_dim, attention_dim=512, dropout=args.dropout, lr=args.lr, optimizer=args.optimizer, warmup=200,
                       batch_size=args.batch_size, length_pool=args.length_pool, ema=args.ema, epochs=1000, clip=5.0, seed=args.seed, amp=args.amp, amp_dtype=args.amp_dtype[0], num_workers=0,
                       val_every=args.val_every, ckpt_every=args.val_every, patience=args.patience, keep_validated=True, val_beam=1, max_len=20,
                       time_budget=args.minutes, min_count=5 if not args.limit_images else 1, init_from=args.init_from,
-                      model_kwargs={"alpha_c": args.alpha_c, **({"beta_gate": True} if args.beta_gate else {}),
+                      model_kwargs={**({"alpha_c": args.alpha_c} if args.model != "transformer" else {}),
+                                    **({"heads": args.heads, "layers": args.layers, "encoder_layers": args.encoder_layers}
+                                       if args.model == "transformer" else {}), **({"beta_gate": True} if args.beta_gate else {}),
                                     **({"input_dropout": args.input_dropout} if args.input_dropout else {}),
                                     **({"label_smoothing": args.label_smoothing} if args.label_smoothing else {}), **({"lambda_r": args.lambda_r, "expected_warmup": args.expected_warmup,
                                                                   "credit": args.credit, **({"baseline_kind": args.baseline} if args.baseline != "moving_average" else {}),
@@ -171,8 +174,9 @@ def quality(args):
     print(f"{'Flickr8k test (beam 3)':34}" + "".join(f"{c:>9}" for c in cols))
     print(f"{'ours: ' + args.model + ', ' + args.encoder + f' {grid}x{grid}':34}" + "".join(
         f"{m[c]:9.2f}" if isinstance(m.get(c), float) and not math.isnan(m[c]) else f"{'n/a':>9}" for c in cols))
-    print(f"{'paper: ' + args.model + ', VGG-19 14x14':34}" + "".join(f"{PAPER[args.model].get(c, float('nan')):9.2f}"
-                                                                      if c in PAPER[args.model] else f"{'':>9}" for c in cols))
+    paper = PAPER[args.model] or PAPER["soft"]
+    print(f"{'paper: ' + (args.model if PAPER[args.model] else 'soft') + ', VGG-19 14x14':34}" + "".join(
+        f"{paper[c]:9.2f}" if c in paper else f"{'':>9}" for c in cols))
     phase = ("" if not args.scst_minutes else " of cross-entropy training" if summary["tested"] == summary["cross_entropy_checkpoint"]
              else " of self-critical training")
     print(f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']}{phase}; {summary['steps']} steps, "
@@ -502,7 +506,7 @@ def throughput(args):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=HelpFormatter)
     p.add_argument("mode", choices=["quality", "throughput", "select", "ensemble"])
-    p.add_argument("--model", choices=["soft", "hard"], default="soft")
+    p.add_argument("--model", choices=["soft", "hard", "transformer"], default="soft")
     p.add_argument("--encoder", default="efficientnet-lite0", help="backbone whose features are extracted and trained on")
     p.add_argument("--encoder-weights", default="DEFAULT", help="the backbone's pretrained weights, or 'none' for random ones "
                    "(throughput only: the speed is the same, and torchvision's weights cannot be downloaded offline)")
@@ -530,6 +534,11 @@ def main(argv=None):
                    help="the autocast type of --amp (quality: one) or of throughput's AMP rows (one row each): auto is bf16 where "
                         "the device has it, else fp16 with loss scaling; fp16 is loss-scaled on any device")
     p.add_argument("--skip-amp", action="store_true", help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)")
+    p.add_argument("--dropout", type=float, default=0.5, help="dropout rate of the captioner (soft and hard: 0.5, as in our runs; "
+                   "Vaswani et al. use 0.1 in the Transformer)")
+    p.add_argument("--heads", type=int, default=8, help="transformer: attention heads")
+    p.add_argument("--layers", type=int, default=3, help="transformer: decoder layers")
+    p.add_argument("--encoder-layers", type=int, default=1, help="transformer: encoder layers over the annotation vectors")
     p.add_argument("--alpha-c", type=float, default=1.0,
                    help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)")
     p.add_argument("--beta-gate", action="store_true", help="hard attention: scale the context read by the gate β_t = σ(f_β(h_{t-1})) "
