@@ -206,7 +206,7 @@ def score(checkpoint, reads, recs: dict, split: str, device, progress=False) -> 
     """Metrics and captions of `checkpoint` on `recs[split]` at beam 3 from the run's stored features (hard attention read as
     `reads`; None: the model's own), and the seconds the decoding took. A list of checkpoints (and of reads, one each) is
     decoded as one ensemble (`decoding.Ensemble`)."""
-    from sat_tutorial.cli import set_reads
+    from sat_tutorial.api import set_reads
     cks = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
     reads = list(reads) if isinstance(reads, (list, tuple)) else [reads] * len(cks)
     enc, model, vocab, cfg = load_ensemble(cks, device)

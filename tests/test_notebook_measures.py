@@ -22,7 +22,7 @@ DEBT = {"01_data": (76.4, 122),
         "10_adaptive_attention": (58.2, 92),
         "11_butd": (64.5, 77),
         "12_training": (127.2, 295),
-        "13_cli": (73.2, 174)}
+        }
 
 ROWS = {r["notebook"][:-len(".ipynb")]: r for r in all_measures()}
 

@@ -1,7 +1,7 @@
 # %% md
 # # A7 — Project: a captioner that looks at the right place
 #
-# Follows notebooks `02_scenes`, `09_metrics`, `12_training` and `13_cli`. Train a captioner on the package's built-in
+# Follows notebooks `02_scenes`, `09_metrics`, `12_training` and `13b_cli`. Train a captioner on the package's built-in
 # synthetic scenes with the `sat-tutorial train` command and reach **attention correctness ≥ 0.6** on the 1,000
 # held-out test scenes, in **at most 10 minutes of training on a 2-core CPU**. Attention correctness (notebook 09) is
 # the attention mass that falls inside the named object's box at the step that emits each grounded word, averaged
