@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from sat_tutorial.core import get_device, seed_everything
-from sat_tutorial.draw import DRAW, PAPER_NLL, evaluate, fit, load_binarized_mnist, marginal_nll
+from sat_tutorial.draw import DRAW, load_binarized_mnist, marginal_nll
+from sat_tutorial.draw_training import PAPER_NLL, evaluate, fit
 
 from benchutil import write_json
 

@@ -21,8 +21,8 @@ import torch
 
 from benchutil import table  # noqa: E402
 
-from sat_tutorial.ram import (TASKS, TEST_SEED, GlimpseMNIST, RAMConfig, evaluate_ram, ram_loss, retina,
-                              retina_reference, train_ram)
+from sat_tutorial.ram import TASKS, TEST_SEED, GlimpseMNIST, ram_loss, retina, retina_reference
+from sat_tutorial.ram_training import RAMConfig, evaluate_ram, train_ram
 
 OUT = ROOT / "bench" / "out" / "ram.json"
 # The paper's test errors (%), the range over the two published versions of the paper.

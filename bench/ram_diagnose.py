@@ -13,7 +13,8 @@ The numbers are in bench/RESULTS_ram.md ("Issue 45").
 """
 import sys, json, time, argparse, numpy as np, torch, torch.nn.functional as F
 torch.set_num_threads(1)
-from sat_tutorial.ram import RAM, RAMOutput, GlimpseMNIST, load_mnist, ram_loss, evaluate_ram, integral_image, gaussian_log_prob
+from sat_tutorial.ram import RAM, RAMOutput, GlimpseMNIST, load_mnist, ram_loss, integral_image, gaussian_log_prob
+from sat_tutorial.ram_training import evaluate_ram
 p = argparse.ArgumentParser()
 p.add_argument("--std", type=float, default=0.15); p.add_argument("--lr", type=float, default=1e-3)
 p.add_argument("--bs", type=int, default=64); p.add_argument("--images", type=float, default=330000)

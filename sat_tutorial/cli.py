@@ -441,7 +441,7 @@ def add_demo(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import draw, ocr, ram
+    from sat_tutorial import draw_training, ocr, ram_training
     p = argparse.ArgumentParser(prog="sat-tutorial", description="Visual attention models derived in notebooks: "
                                 "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
                                 "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; train and sample DRAW.")
@@ -450,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "(or set SAT_TUTORIAL_DEBUG=1); may be given anywhere on the line")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     add_demo(sub); add_train(sub); add_evaluate(sub); add_caption(sub); add_extract(sub)
-    ram.add_cli(sub); draw.add_cli(sub); ocr.add_cli(sub)          # the MNIST and OCR chapters keep their commands next to their models
+    ram_training.add_cli(sub); draw_training.add_cli(sub); ocr.add_cli(sub)          # the MNIST and OCR chapters keep their commands next to their models
     return p
 
 # %% ../nbs/13b_cli.ipynb #492ddc52

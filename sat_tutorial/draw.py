@@ -5,24 +5,22 @@
 # %% ../nbs/04_draw.ipynb #2cb8681f
 from __future__ import annotations
 
-import argparse, functools, gzip, json, math, struct, time, warnings
+import functools, gzip, math, warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .core import (check_shape, data_root, find_data, get_device, load_checkpoint, rng_state,
-                               save_checkpoint, seed_everything, set_rng_state, positive_float, positive_int, seed_int)
+from .core import data_root, find_data
+from .ram import read_idx
 
 # %% auto #0
-__all__ = ['FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'PAPER_NLL', 'parse_amat', 'read_idx', 'BinaryImages',
-           'load_binarized_mnist', 'marginal_nll', 'attention_params', 'filterbank', 'read_glimpse', 'write_patch',
-           'window_rect', 'draw_window', 'DrawOutput', 'DRAW', 'kl_standard_normal', 'draw_loss', 'generate',
-           'batch_indices', 'fit', 'evaluate', 'plot_canvas_strip', 'add_cli']
+__all__ = ['FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'parse_amat', 'BinaryImages', 'load_binarized_mnist', 'marginal_nll',
+           'attention_params', 'filterbank', 'read_glimpse', 'write_patch', 'window_rect', 'draw_window', 'DrawOutput',
+           'DRAW', 'kl_standard_normal', 'draw_loss', 'generate']
 
 # %% ../nbs/04_draw.ipynb #fdd6bb42
 _ALLOWED = np.zeros(256, bool); _ALLOWED[[48, 49, 9, 10, 13, 32]] = True   # '0', '1', tab, \n, \r, space
@@ -50,15 +48,6 @@ def _read_amat(path: str, mtime: float) -> torch.Tensor:
     with opener(path, "rb") as f: return torch.from_numpy(parse_amat(f.read()))
 
 # %% ../nbs/04_draw.ipynb #be4a303b
-def read_idx(path) -> np.ndarray:
-    "Read an MNIST IDX file (optionally gzipped) into a NumPy array."
-    path = str(path)
-    with (gzip.open if path.endswith(".gz") else open)(path, "rb") as f: raw = f.read()
-    if raw[:2] != b"\0\0" or raw[2] != 0x08: raise ValueError(f"{path} is not an unsigned-byte IDX file")
-    ndim = raw[3]
-    shape = struct.unpack(f">{ndim}I", raw[4:4 + 4 * ndim])
-    return np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape)
-
 FIXED_SOURCE = "binarized MNIST, fixed binarisation (Larochelle & Murray 2011) — the paper's benchmark"
 DYNAMIC_SOURCE = "MNIST, dynamically binarised (fallback; NLL not comparable to the paper's fixed-binarisation numbers)"
 DATA_HINT = ("DRAW needs binarized_mnist_{train,valid,test}.amat(.gz) (Larochelle & Murray 2011) in "
@@ -267,181 +256,3 @@ def generate(model: DRAW, n: int, record: bool = True) -> DrawOutput:
         c = c + dc
         if record: rec["canvases"].append(torch.sigmoid(c)); rec["write"].append(p_write)
     return DrawOutput(c, None, None, *model._stack(rec, record))
-
-# %% ../nbs/04_draw.ipynb #66e77247
-@functools.lru_cache(maxsize=2)
-def _permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
-    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-
-def batch_indices(n: int, batch_size: int, step: int, seed: int = 0) -> torch.Tensor:
-    "Indices of minibatch `step`: each epoch is a fresh permutation seeded by (seed, epoch); the last partial batch is dropped."
-    per_epoch = n // batch_size
-    epoch, k = divmod(step, per_epoch)
-    return _permutation(n, seed, epoch)[k * batch_size:(k + 1) * batch_size]
-
-def fit(model: DRAW, data: BinaryImages, steps: int, batch_size: int = 64, lr: float = 1e-3, clip: float | None = 10.0,
-        seed: int = 0, opt: torch.optim.Optimizer | None = None, start_step: int = 0, callback=None, progress: bool = False) -> list[float]:
-    "Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from `start_step` to `steps`; returns the loss of every step."
-    from tqdm import tqdm
-    device = model.c_0.device
-    opt = opt if opt is not None else torch.optim.Adam(model.parameters(), lr=lr)
-    model.train()
-    losses = []
-    bar = tqdm(range(start_step, steps), initial=start_step, total=steps, desc="draw train", disable=not progress)
-    for step in bar:
-        x = data.batch(batch_indices(len(data), batch_size, step, seed), device)      # (bs, A·B)
-        L_x, L_z = draw_loss(model(x), x)
-        loss = (L_x + L_z).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip: nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        losses.append(loss.item())
-        if progress and step % 10 == 0: bar.set_postfix(bound=f"{np.mean(losses[-50:]):.1f}")
-        if callback is not None: callback(step + 1, opt, losses)
-    return losses
-
-@torch.no_grad()
-def evaluate(model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int = 0) -> dict:
-    "Mean $\\mathcal L^x$, $\\mathcal L^z$ and the NLL bound (nats per image) over all of `data`, with the noise of z seeded."
-    device, was_training = model.c_0.device, model.training
-    model.eval()
-    sums = torch.zeros(2, dtype=torch.float64)
-    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        for i in range(0, len(data), batch_size):
-            x = data.batch(torch.arange(i, min(i + batch_size, len(data))), device)
-            L_x, L_z = draw_loss(model(x), x)
-            sums += torch.stack([L_x.sum(), L_z.sum()]).double().cpu()
-    model.train(was_training)
-    L_x, L_z = (sums / len(data)).tolist()
-    return {"nll_bound": L_x + L_z, "L_x": L_x, "L_z": L_z, "n": len(data)}
-
-# %% ../nbs/04_draw.ipynb #a12a17f5
-def plot_canvas_strip(canvases: torch.Tensor, windows: Sequence[tuple[torch.Tensor, int, str]] = (), columns: int | None = None,
-                      first: torch.Tensor | None = None, title: str | None = None):
-    "Rows = images, columns = steps: `canvases` `(T, n, B, A)`; `windows`: `(params (T, n, 5), N, color)` to draw; `first`: a column to prepend (e.g. the data)."
-    import matplotlib.pyplot as plt
-    T, n = canvases.shape[:2]
-    ts = list(range(T)) if columns is None or columns >= T else sorted({round(v) for v in np.linspace(0, T - 1, columns)})
-    ncols = len(ts) + (first is not None)
-    fig, axs = plt.subplots(n, ncols, figsize=(0.9 * ncols, 0.9 * n + (0.3 if title else 0)), squeeze=False)
-    for r in range(n):
-        if first is not None: axs[r, 0].imshow(first[r].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
-        for k, t in enumerate(ts):
-            ax = axs[r, k + (first is not None)]
-            ax.imshow(canvases[t, r].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
-            for params, N, color in windows:
-                if params is not None: draw_window(ax, params[t, r].cpu(), N, color)
-            if r == 0: ax.set_title(f"t={t + 1}", fontsize=7)
-    for ax in axs.flat: ax.set_xticks([]); ax.set_yticks([]); ax.set_xlim(-0.5, canvases.shape[-1] - 0.5); ax.set_ylim(canvases.shape[-2] - 0.5, -0.5)
-    if first is not None: axs[0, 0].set_title("data", fontsize=7)
-    if title: fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    return fig
-
-# %% ../nbs/04_draw.ipynb #d20cb986
-PAPER_NLL = {"attention": 80.97, "no_attention": 87.40}   # Gregor et al. 2015, Table 2: test NLL bound (nats), 64 glimpses
-
-def _train_cmd(args) -> int:
-    "`draw train`: train DRAW on binarised MNIST, checkpointing to --out; write metrics.json with the test bound."
-    seed_everything(args.seed)
-    device = get_device(args.device)
-    out = Path(args.out); out.mkdir(parents=True, exist_ok=True)
-    ckpt_path = out / "checkpoint.pt"
-    try:
-        train, test = load_binarized_mnist("train", args.binarization), load_binarized_mnist("test", args.binarization)
-    except FileNotFoundError as e:
-        print(f"error: {e}"); return 1
-    cfg = dict(T=args.glimpses, read_n=args.read_n, write_n=args.write_n, z_dim=args.z_dim, hidden=args.hidden,
-               attention=args.attention, A=train.A, B=train.B)
-    model = DRAW(**cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    steps = args.steps if args.steps is not None else args.epochs * (len(train) // args.batch_size)
-    start, seconds, losses = 0, 0.0, []
-    if args.resume and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path, map_location=device)
-        if ck["config"] != cfg:
-            print(f"error: {ckpt_path} was trained with {ck['config']}, not {cfg}; use the same model flags or another --out"); return 1
-        model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"])
-        start, seconds, losses = ck["step"], ck["seconds"], list(ck["losses"])
-        set_rng_state(ck["rng"])
-        print(f"resuming from {ckpt_path} at step {start}")
-    elif args.resume:
-        print(f"no checkpoint at {ckpt_path}; starting from scratch")
-    print(f"DRAW ({'attention' if args.attention else 'no attention'}) {cfg} on {train.source}; {steps} steps on {device}")
-    t0 = time.time()
-
-    def save(step, opt, hist):
-        if step % args.checkpoint_every and step != steps: return
-        save_checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step, "config": cfg,
-                         "losses": losses + hist, "seconds": seconds + time.time() - t0, "rng": rng_state(),
-                         "data": train.source, "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr}, ckpt_path)
-
-    hist = fit(model, train, steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, opt=opt, start_step=start,
-               callback=save, progress=True)
-    seconds += time.time() - t0
-    res = evaluate(model, test)
-    metrics = {"test_nll_bound_nats": res["nll_bound"], "test_L_x": res["L_x"], "test_L_z": res["L_z"], "test_images": res["n"],
-               "paper_nll_bound_nats": PAPER_NLL,
-               "marginal_bernoulli_nll_nats": marginal_nll(train, test), "data": train.source, "steps": steps,
-               "train_seconds": seconds, "final_train_bound": float(np.mean((losses + hist)[-100:])) if losses + hist else None,
-               "config": cfg, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "device": str(device)}
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z {res['L_z']:.2f}); "
-          f"wrote {out / 'metrics.json'} and {ckpt_path}")
-    return 0
-
-def _sample_cmd(args) -> int:
-    "`draw sample`: draw images from a checkpoint's prior and save the canvas strip as a PNG."
-    import matplotlib.pyplot as plt
-    try: ck = load_checkpoint(args.checkpoint)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}"); return 1
-    model = DRAW(**ck["config"]); model.load_state_dict(ck["model"]); model.eval()
-    seed_everything(args.seed)
-    g = generate(model, args.n)
-    windows = [(g.write, model.write_n, "g")] if model.attention and args.windows else []
-    fig = plot_canvas_strip(g.canvases, windows=windows, columns=args.columns,
-                            title=f"DRAW samples (step {ck['step']}), columns = glimpses")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=100); plt.close(fig)
-    print(f"wrote {args.out}")
-    return 0
-
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    "Register `draw train` and `draw sample` on an argparse `subparsers` object; returns the `draw` parser."
-    p = subparsers.add_parser("draw", help="DRAW (Gregor et al. 2015) on binarised MNIST: train, sample",
-                              description="DRAW: attentive read and write in a recurrent VAE, on binarised MNIST.")
-    sub = p.add_subparsers(dest="draw_command", metavar="{train,sample}", required=True)
-    t = sub.add_parser("train", help="train DRAW; writes checkpoint.pt and metrics.json to --out",
-                       description="Train DRAW. The defaults are the paper's MNIST model (64 glimpses, 256 units, z 100, read 2x2, write 5x5).",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    t.add_argument("--attention", action=argparse.BooleanOptionalAction, default=True, help="attentive read/write (else read [x, x̂], write Linear(h))")
-    t.add_argument("--glimpses", "-T", type=positive_int, default=64, help="number of steps T")
-    t.add_argument("--read-n", type=positive_int, default=2, help="read grid N×N")
-    t.add_argument("--write-n", type=positive_int, default=5, help="write grid N×N")
-    t.add_argument("--z-dim", type=positive_int, default=100, help="latent dimensions per step")
-    t.add_argument("--hidden", type=positive_int, default=256, help="LSTM units (encoder and decoder)")
-    t.add_argument("--epochs", type=positive_int, default=20, help="epochs of 50,000 images (ignored when --steps is given)")
-    t.add_argument("--steps", type=positive_int, default=None, help="total optimisation steps")
-    t.add_argument("--batch-size", type=positive_int, default=64)
-    t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
-    t.add_argument("--seed", type=seed_int, default=0)
-    t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
-    t.add_argument("--binarization", choices=("auto", "fixed", "dynamic"), default="auto",
-                   help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = re-binarised MNIST")
-    t.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps between checkpoints")
-    t.add_argument("--out", default="runs/draw", help="output folder")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
-    t.set_defaults(func=_train_cmd)
-    s = sub.add_parser("sample", help="generate digits from a checkpoint; writes the canvas strip (PNG)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("--checkpoint", required=True, help="checkpoint.pt written by draw train")
-    s.add_argument("--n", type=positive_int, default=8, help="number of samples (rows)")
-    s.add_argument("--columns", type=positive_int, default=16, help="steps shown (columns), evenly spaced")
-    s.add_argument("--windows", action=argparse.BooleanOptionalAction, default=True, help="draw the write windows")
-    s.add_argument("--seed", type=seed_int, default=0)
-    s.add_argument("--out", default="draw_samples.png", help="PNG to write")
-    s.set_defaults(func=_sample_cmd)
-    return p

@@ -1,4 +1,4 @@
-"""DRAW (sat_tutorial.draw): filterbank invariants, read/write adjointness, gradients, the KL term, data, CLI."""
+"""DRAW (sat_tutorial.draw, sat_tutorial.draw_training): filterbank invariants, read/write adjointness, gradients, the KL term, data, CLI."""
 import argparse, json, math, os
 from pathlib import Path
 
@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from sat_tutorial.core import data_root, load_checkpoint
-from sat_tutorial.draw import (DRAW, FIXED_SOURCE, DYNAMIC_SOURCE, add_cli, attention_params, batch_indices, draw_loss, evaluate,
-                               filterbank, fit, generate, kl_standard_normal, load_binarized_mnist, marginal_nll, parse_amat,
-                               read_glimpse, write_patch, BinaryImages)
+from sat_tutorial.core import InputError, data_root, load_checkpoint
+from sat_tutorial.draw import (DRAW, FIXED_SOURCE, DYNAMIC_SOURCE, attention_params, draw_loss, filterbank, generate,
+                               kl_standard_normal, load_binarized_mnist, marginal_nll, parse_amat, read_glimpse, write_patch,
+                               BinaryImages)
+from sat_tutorial.draw_training import add_cli, batch_indices, evaluate, fit
 
 torch.set_num_threads(1)
 A, B, N = 9, 6, 4          # a non-square image: an A/B or X/Y mix-up changes the results
@@ -162,6 +163,9 @@ def test_parse_amat():
     assert parse_amat(b"0 1 1\r\n1  0 0", width=3).tolist() == [[0, 1, 1], [1, 0, 0]]
     with pytest.raises(ValueError, match="characters"): parse_amat(b"0 1 2\n0 0 0\n", width=3)
     with pytest.raises(ValueError, match="expected"): parse_amat(b"0 1\n0 0 0\n", width=3)
+    with pytest.raises(ValueError, match="expected 2 rows"): parse_amat(b"0 1 1\n1 0\n", width=3)
+    assert parse_amat(b"0  1 1\n\n1 0 0\n", width=3).tolist() == [[0, 1, 1], [1, 0, 0]]        # blank lines, double spaces
+    with pytest.raises(ValueError, match="characters"): parse_amat(b"0 1 2\n0 1 1\n", width=3)  # canonical length, bad value
 
 
 @needs_fixed
@@ -191,6 +195,7 @@ def test_dynamic_fallback_is_labelled(tmp_path, monkeypatch):
     b1, b2 = tr.batch(torch.arange(32)), tr.batch(torch.arange(32))
     assert set(torch.unique(b1).tolist()) <= {0.0, 1.0} and not torch.equal(b1, b2)
     with pytest.raises(FileNotFoundError): load_binarized_mnist("train", source="fixed")
+    assert len(load_binarized_mnist("test", source="dynamic")) == 10_000
 
 
 def _parser():
@@ -219,7 +224,8 @@ def test_cli_train_resume_and_sample(tmp_path, capsys):
     assert met["test_nll_bound_nats"] == pytest.approx(met["test_L_x"] + met["test_L_z"])
     assert met["paper_nll_bound_nats"] == {"attention": 80.97, "no_attention": 87.40}
     # a different model on --resume is refused
-    assert run("draw", "train", *TINY, "--hidden", "9", "--steps", "5", "--resume", "--out", str(tmp_path / "b")) == 1
+    with pytest.raises(InputError, match="was trained with"):
+        run("draw", "train", *TINY, "--hidden", "9", "--steps", "5", "--resume", "--out", str(tmp_path / "b"))
     # non-attentive variant
     assert run("draw", "train", *TINY, "--no-attention", "--steps", "1", "--out", str(tmp_path / "c")) == 0
     assert load_checkpoint(tmp_path / "c" / "checkpoint.pt")["config"]["attention"] is False
@@ -227,7 +233,8 @@ def test_cli_train_resume_and_sample(tmp_path, capsys):
     png = tmp_path / "s.png"
     assert run("draw", "sample", "--checkpoint", str(tmp_path / "a" / "checkpoint.pt"), "--n", "3", "--out", str(png)) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert run("draw", "sample", "--checkpoint", str(tmp_path / "missing.pt"), "--out", str(png)) == 1
+    with pytest.raises(FileNotFoundError, match="missing.pt"):
+        run("draw", "sample", "--checkpoint", str(tmp_path / "missing.pt"), "--out", str(png))
 
 
 def test_cli_parser_defaults_are_the_paper_model():

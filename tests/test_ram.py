@@ -1,4 +1,4 @@
-"""Tests of sat_tutorial.ram: retina vs a slow reference, shapes, gradient routing, the REINFORCE estimator,
+"""Tests of sat_tutorial.ram and sat_tutorial.ram_training: retina vs a slow reference, shapes, gradient routing, the REINFORCE estimator,
 data generation, checkpoints/resume and the `ram` command line."""
 import argparse, gzip, json, math, os
 
@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from sat_tutorial.core import data_root
-from sat_tutorial.ram import (PAPER_RETINA, TASKS, GlimpseMNIST, RAM, RAMConfig, add_cli, evaluate_ram, gaussian_log_prob,
-                              glimpse_corners, integral_image, load_mnist, load_ram, make_layout, ram_loss, read_idx,
-                              reinforce_samples, render, retina, retina_reference, split_validation, train_ram)
+from sat_tutorial.ram import (TASKS, GlimpseMNIST, RAM, gaussian_log_prob, glimpse_corners, integral_image, load_mnist,
+                              make_layout, ram_loss, read_idx, reinforce_samples, render, retina, retina_reference)
+from sat_tutorial.ram_training import (PAPER_RETINA, RAMConfig, add_cli, evaluate_ram, load_ram, split_validation,
+                                       train_ram)
 
 HAVE_MNIST = all((data_root() / "mnist" / "raw" / f).exists()
                  for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"))
