@@ -35,7 +35,7 @@ __all__ = ['CAPTIONERS', 'CONFIG_RANGES', 'CONFIG_CHOICES', 'AMP_DTYPES', 'OPTIM
            'distribute', 'shared_batch', 'finish', 'epoch_loader', 'one_step', 'checkpoint_state', 'averaged',
            'restore', 'save', 'agree', 'validate', 'fit', 'load_checkpoint_model', 'load_ensemble']
 
-# %% ../nbs/12_training.ipynb #0c82974c
+# %% ../nbs/12_training.ipynb #797d76de
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
               "hard": "sat_tutorial.hard_attention:HardAttentionCaptioner",
               "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
@@ -124,7 +124,7 @@ class TrainConfig:
         if unknown: raise ValueError(f"unknown configuration keys {sorted(unknown)}")
         return cls(**d)
 
-# %% ../nbs/12_training.ipynb #f8c39c8b
+# %% ../nbs/12_training.ipynb #44dcda6a
 def scenes_config(**kw) -> TrainConfig:
     "Defaults for the synthetic scenes on a CPU."
     base = dict(data="scenes", encoder="scene_cnn", grid=16, feature_dim=128, embed_dim=128, hidden_dim=256, attention_dim=128,
@@ -345,7 +345,7 @@ def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
     w = min(1.0, (step + 1) / warmup) if warmup else 1.0
     return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * run_share(step, total, clock))))
 
-# %% ../nbs/12_training.ipynb #912376da
+# %% ../nbs/12_training.ipynb #598b88db
 def cpu_has_fast_bf16() -> bool:
     "Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own test; on AVX2 alone bf16 is slower than float32)."
     try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())          # a private op; the public capability string otherwise
@@ -495,14 +495,14 @@ class SelfCritical:
         adv = (r - b).to(logp.device, logp.dtype)
         return -(adv * logp).mean(), {"reward": float(r.mean()), "baseline": float(b.mean())}
 
-# %% ../nbs/12_training.ipynb #7764eedf
+# %% ../nbs/12_training.ipynb #248174e5
 def self_critical(cfg: TrainConfig, records: dict, vocab: Vocab) -> "SelfCritical":
     "The SCST objective of the configuration, its CIDEr-D statistics from every training reference."
     if cfg.scst_baseline == "mean" and cfg.scst_samples < 2: raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
     return SelfCritical(CiderD([[tokenize(x) for x in r.raw] for r in records["train"]]), vocab, cfg.max_len,
                         cfg.scst_baseline, cfg.scst_samples, cfg.scst_temperature, cfg.scst_dropout)
 
-# %% ../nbs/12_training.ipynb #250c6a6c
+# %% ../nbs/12_training.ipynb #02c7bff2
 def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
     "Refuse, before any step, data that leaves nothing to train on, or validation images listed but none usable; the message counts why."
     listed, parts = report.get("listed", {}), []
@@ -530,7 +530,7 @@ def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
     if Vocab.from_dict(ck["vocab"]) != vocab:
         raise ValueError(f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, here {len(vocab)})")
 
-# %% ../nbs/12_training.ipynb #96c8785a
+# %% ../nbs/12_training.ipynb #5fefe911
 @dataclass
 class TrainState:
     "Where a run stands: what a checkpoint holds besides the weights, optimiser, schedule and RNG."
@@ -562,7 +562,7 @@ class Clock:
         self.share = used
         return used
 
-# %% ../nbs/12_training.ipynb #dd962241
+# %% ../nbs/12_training.ipynb #7b87a9e2
 @dataclass
 class Run:
     "What `fit` builds from a configuration, and what the pieces of its loop read and update."
@@ -595,7 +595,7 @@ class Run:
     skipped: int = 0                       # training items whose image could not be read
     last_batch: dict | None = None         # under torchrun, what an empty shard runs again at weight 0
 
-# %% ../nbs/12_training.ipynb #05ca933a
+# %% ../nbs/12_training.ipynb #cf72f858
 def prepare(cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log) -> Run:
     "Everything before the first step, checked: the data (stored features opened), vocabulary, models, objective, optimiser, schedule."
     if world > 1 and cfg.scst: raise ValueError("self-critical training is not supported with several processes")
@@ -637,7 +637,7 @@ def prepare(cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: 
     run.sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, run.clock.share))
     return run
 
-# %% ../nbs/12_training.ipynb #8c70c080
+# %% ../nbs/12_training.ipynb #b0caae1c
 def distribute(run: Run) -> None:
     "The objective the step calls: under torchrun, DDP around the loss (and a trainable encoder) scaled by `GlobalBatchLoss`; alone, `FixedWordWeight` with length pools."
     run.run_encoder = run.encoder
@@ -682,7 +682,7 @@ def finish(run: Run, started: bool) -> dict:
         dist.barrier(); dist.destroy_process_group()
     return summary
 
-# %% ../nbs/12_training.ipynb #8e3ad8ac
+# %% ../nbs/12_training.ipynb #3a46e6b0
 def epoch_loader(run: Run) -> DataLoader:
     "The batches of the current epoch from the current position, in the order fixed by (seed, epoch); this process's shard of each."
     cfg, st = run.cfg, run.state
@@ -702,7 +702,7 @@ def one_step(run: Run, batch: dict) -> dict:
     st.history.append({"step": st.step, **{k: round(v, 5) for k, v in stats.items()}})
     return stats
 
-# %% ../nbs/12_training.ipynb #d44259bf
+# %% ../nbs/12_training.ipynb #a94c56b9
 def checkpoint_state(run: Run) -> dict:
     "Everything to resume; `encoder`/`model` hold the weights to use: the average once it has seen a step, the live ones then under `train_*`."
     state = {"format": "sat_tutorial.captioner/1", "config": asdict(run.cfg), "vocab": run.vocab.to_dict(),
@@ -749,7 +749,7 @@ def save(run: Run, name: str, everyone: bool = True) -> None:
         save_checkpoint(state, run.out_dir / name)
     if run.world > 1 and everyone: dist.barrier()
 
-# %% ../nbs/12_training.ipynb #217c6d59
+# %% ../nbs/12_training.ipynb #fa60dbd6
 def agree(run: Run, flag: bool) -> bool:
     "The same decision on every process: true if any process's flag is."
     if run.world == 1: return bool(flag)
@@ -775,7 +775,7 @@ def validate(run: Run) -> bool:
         run.log(f"early stop: no CIDEr improvement in {run.stale} validations"); stop = True
     return agree(run, stop)                                            # process 0 decided; the others follow
 
-# %% ../nbs/12_training.ipynb #15c50ee3
+# %% ../nbs/12_training.ipynb #298a59f8
 def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
         progress: bool = True, log=print, stop_at: int = 0, time_cap: float = 0.0, on_start=None) -> dict:
     """Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data).
@@ -819,7 +819,7 @@ def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = F
     bar.close()
     return finish(run, started)
 
-# %% ../nbs/12_training.ipynb #24d713c6
+# %% ../nbs/12_training.ipynb #e7edd867
 def load_checkpoint_model(path, device="cpu", live: bool = False):
     "Encoder, captioner, vocabulary and config from a checkpoint (weights only, no pickled code); `live`: the training weights, not their average."
     ck = load_checkpoint(path, map_location=device)
