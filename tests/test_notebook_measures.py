@@ -21,7 +21,7 @@ DEBT = {"01_data": (76.4, 122),
         "07_hard_attention": (132.2, 174),
         "10_adaptive_attention": (58.2, 92),
         "11_butd": (64.5, 77),
-        "12_training": (110.9, 70),
+        "12_training": (110.8, 70),
         "13_cli": (73.2, 174),
         "14_attention_ocr": (63.0, 37)}
 
