@@ -13,7 +13,7 @@ import argparse, json, os, platform, time
 
 import torch
 
-from sat_tutorial.training import evaluate, load_captioner, load_records, transform_for
+from sat_tutorial.training import evaluate, load_checkpoint_model, load_records, transform_for
 
 from benchutil import write_json
 
@@ -39,7 +39,7 @@ def main():
     ks = [None if k == "all" else int(k) for k in args.ks.split(",")]
     rows = []
     for path in args.checkpoints:
-        enc, m, vocab, cfg = load_captioner(path)
+        enc, m, vocab, cfg = load_checkpoint_model(path)
         if cfg.model != "hard": ap.error(f"{path}: a {cfg.model!r} checkpoint; marginal decoding is for hard attention")
         recs = load_records(cfg)
         val = {("all" if k is None else k): decode(enc, m, vocab, cfg, recs["val"], "marginal", k) for k in ks}

@@ -22,7 +22,7 @@ import torch
 
 from sat_tutorial.adaptive_attention import FUNCTION_WORDS
 from sat_tutorial.scenes import ground_tokens
-from sat_tutorial.training import caption_metrics, evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
+from sat_tutorial.training import caption_metrics, evaluate, fit, generate, load_checkpoint_model, load_records, scenes_config, transform_for
 
 from benchutil import write_json
 
@@ -64,7 +64,7 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
     summary = (fit(cfg, run, records=recs, progress=False, log=lambda *a: print(f"  [{name}]", *a, flush=True)) if train
                else json.loads((run / "train_summary.json").read_text()))
     train_min = (time.perf_counter() - t0) / 60 if train else summary["minutes"]
-    enc, m, vocab, _ = load_captioner(run / "best.pt")
+    enc, m, vocab, _ = load_checkpoint_model(run / "best.pt")
     t1 = time.perf_counter()
     generated, kept = generate(enc, m, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len)
     met, caps = caption_metrics(generated, kept, vocab)

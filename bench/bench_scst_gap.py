@@ -19,7 +19,7 @@ from sat_tutorial.data import tokenize
 from sat_tutorial.decoding import greedy, sample
 from sat_tutorial.metrics import CiderD
 from sat_tutorial.soft_attention import encode
-from sat_tutorial.training import SelfCritical, load_captioner, load_records, open_features
+from sat_tutorial.training import SelfCritical, load_checkpoint_model, load_records, open_features
 
 OUT = Path(__file__).resolve().parent / "out"
 
@@ -33,7 +33,7 @@ def main(argv=None):
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
-    enc, model, vocab, cfg = load_captioner(args.checkpoint, "cpu")
+    enc, model, vocab, cfg = load_checkpoint_model(args.checkpoint, "cpu")
     recs = load_records(cfg)
     scst = SelfCritical(CiderD([[tokenize(x) for x in r.raw] for r in recs["train"]]), vocab, cfg.max_len)
     some = recs["train"][:args.images]

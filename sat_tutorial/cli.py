@@ -176,7 +176,7 @@ def end_torchrun_worker(code: int) -> None:
     os._exit(code)
 
 def cmd_train(args) -> int:
-    from sat_tutorial.training import fit, load_captioner, evaluate
+    from sat_tutorial.training import fit, load_checkpoint_model, evaluate
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
     old = check_out(out, args.resume, args.overwrite)                  # before anything is written
@@ -193,7 +193,7 @@ def cmd_train(args) -> int:
     if rank == 0:
         print(f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}")
         if args.evaluate:
-            enc, model, vocab, cfg = load_captioner(out / "best.pt")
+            enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt")
             recs, tf, loader = split_inputs(cfg, "test")
             m, caps = evaluate(enc, model, recs, tf, vocab, 3, cfg.max_len, progress=True, loader=loader)
             (out / "test_metrics.json").write_text(json.dumps(m, indent=1))
@@ -381,7 +381,7 @@ def cmd_demo(args) -> int:
     import matplotlib.pyplot as plt
     from sat_tutorial.scenes import show_scenes
     from sat_tutorial.soft_attention import show_attention
-    from sat_tutorial.training import evaluate, fit, generate, load_captioner, load_records, scenes_config, transform_for
+    from sat_tutorial.training import evaluate, fit, generate, load_checkpoint_model, load_records, scenes_config, transform_for
     out = Path(args.out)
     if out.exists() and not out.is_dir(): raise InputError(f"--out {out} is a file, not a folder")
     get_device(args.device)                                            # a bad --device fails before the scenes are built
@@ -402,7 +402,7 @@ def cmd_demo(args) -> int:
            f"so these scores are below what the full run reaches; rerun with a larger cap, e.g. "
            f"`sat-tutorial demo --out {out} --minutes {max(2 * args.minutes, 60):g}`") if done < args.steps else None
     if cut: run["note"] = cut; print(cut, file=sys.stderr)
-    enc, model, vocab, _ = load_captioner(out / "model" / "best.pt")
+    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt")
     print(f"captioning {len(recs['test'])} held-out scenes (beam 3) ...")
     m, caps = evaluate(enc, model, recs["test"], transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len, progress=True)
     (out / "metrics.json").write_text(json.dumps({**m, **run}, indent=1))

@@ -79,32 +79,32 @@ def test_decoding_works_through_the_protocol():
 
 
 def test_fit_smoke_with_the_scenes_preset(tmp_path):
-    from sat_tutorial.training import fit, load_captioner, scenes_config
+    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
     cfg = scenes_config(model="adaptive", steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
     assert cfg.model_kwargs == {"alpha_c": 0.0, "sentinel_warmup": 300}   # the preset's penalty weight is accepted by this model
     summary = fit(cfg, tmp_path, progress=False, log=lambda *a: None)
     assert summary["steps"] == 2
-    enc, model, vocab, _ = load_captioner(tmp_path / "last.pt")
+    enc, model, vocab, _ = load_checkpoint_model(tmp_path / "last.pt")
     assert isinstance(model, AdaptiveAttentionCaptioner) and model.alpha_c == 0.0
 
 
 def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
     "The warm-up counter is saved with the weights: 2 steps, stop, 2 more steps give the weights of 4 steps straight."
     from sat_tutorial.core import load_checkpoint
-    from sat_tutorial.training import fit, load_captioner, scenes_config
+    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
     cfg = scenes_config(model="adaptive", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
                         model_kwargs={"alpha_c": 0.0, "sentinel_warmup": 3})
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     fit(cfg, tmp_path / "b", stop_at=2, **quiet)
-    _, half, _, _ = load_captioner(tmp_path / "b" / "last.pt")
+    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
     assert int(half.train_steps) == 2 and not half.sentinel_open()
     fit(cfg, tmp_path / "b", resume=True, **quiet)
     a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    _, model, _, _ = load_captioner(tmp_path / "a" / "last.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt")
     assert int(model.train_steps) == 4 and model.sentinel_open()
     # closed, the sentinel gets zero gradients, so Adam leaves its weights where they started; step 4 moves them
     fit(cfg, tmp_path / "c", stop_at=3, **quiet)

@@ -141,12 +141,12 @@ def test_npz_loader_layouts_and_errors(tmp_path):
 def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
     "`sat-tutorial train --model butd --data scenes` trains on region boxes, and evaluation grounds words over those regions."
     from sat_tutorial.cli import main
-    from sat_tutorial.training import evaluate, load_captioner, load_records, transform_for
+    from sat_tutorial.training import evaluate, load_checkpoint_model, load_records, transform_for
     out = tmp_path / "butd"
     assert main(["train", "--model", "butd", "--data", "scenes", "--out", str(out), "--steps", "3", "--n-train", "40", "--n-val", "0",
                  "--n-test", "6", "--batch-size", "8", "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8",
                  "--feature-dim", "8", "--val-every", "0", "--ckpt-every", "0", "--device", "cpu"]) == 0
-    enc, model, vocab, cfg = load_captioner(out / "best.pt")
+    enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt")
     assert cfg.encoder == "scene_regions" and getattr(enc, "needs_boxes", False)
     test = load_records(cfg)["test"]
     assert all(len(r.extra["regions"]) == 6 for r in test)

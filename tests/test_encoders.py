@@ -11,7 +11,7 @@ from PIL import Image
 from sat_tutorial.cli import main
 from sat_tutorial.data import FeatureStore
 from sat_tutorial.encoders import build_encoder
-from sat_tutorial.training import load_captioner, transform_for
+from sat_tutorial.training import load_checkpoint_model, transform_for
 
 from fakes import fake_dataset
 
@@ -108,7 +108,7 @@ def test_extract_features_command(tmp_path, capsys):
     assert "more than max_missing=1%" in capsys.readouterr().err
     assert main(train + ["--overwrite", "--max-missing", "0.2", "--image-size", "128"]) == 1   # features of 64-px images, 128 asked for
     assert "was made with image_size=64, but 128 is expected" in capsys.readouterr().err
-    cfg = load_captioner(tmp_path / "run" / "best.pt")[3]
+    cfg = load_checkpoint_model(tmp_path / "run" / "best.pt")[3]
     assert cfg.image_size == 64                                             # from the feature file: what `caption` resizes to
     assert transform_for(replace(cfg, features=None))(Image.new("RGB", (90, 70))).shape == (3, 64, 64)
     assert main(["caption", "--checkpoint", str(tmp_path / "run" / "best.pt"), str(tmp_path / "flickr8k" / "images" / "003.jpg"),
@@ -158,7 +158,7 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
     "A scene CNN can start from another run's encoder: frozen (batch norm kept in eval) unless fine_tune, clear errors."
     import pytest, torch
     from sat_tutorial.encoders import build_encoder
-    from sat_tutorial.training import fit, load_captioner, scenes_config
+    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
     quiet = dict(progress=False, log=lambda *a: None)
     base = dict(steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0, seed=1,
                 embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
@@ -176,7 +176,7 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
     # a run on the frozen CNN leaves it unchanged, and its checkpoint loads without the source file
     fit(scenes_config(**base, encoder_weights=str(tmp_path / "a" / "last.pt")), tmp_path / "b", **quiet)
     (tmp_path / "a" / "last.pt").unlink()
-    enc_b, _, _, _ = load_captioner(tmp_path / "b" / "last.pt")
+    enc_b, _, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
     assert all(torch.equal(v, enc_b.state_dict()[k]) for k, v in src.items())
 
 
@@ -184,7 +184,7 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     "grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused default grid 14 loads as the 8×8 net it was."
     import dataclasses, pytest, torch
     from sat_tutorial.encoders import SceneCNN, build_encoder
-    from sat_tutorial.training import fit, load_captioner, scenes_config
+    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
     assert build_encoder("scene_cnn", 8, grid=8)(torch.zeros(2, 3, 64, 64)).shape == (2, 64, 8)
     assert build_encoder("scene_cnn", 8, grid=16)(torch.zeros(2, 3, 64, 64)).shape == (2, 256, 8)
     with pytest.raises(ValueError, match="8×8 or a 16×16 grid, not 14×14"):
@@ -195,7 +195,7 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     ck = torch.load(tmp_path / "last.pt", weights_only=True)
     ck["config"]["grid"] = 14                                   # what runs before the option recorded
     torch.save(ck, tmp_path / "old.pt")
-    enc, _, _, old_cfg = load_captioner(tmp_path / "old.pt")
+    enc, _, _, old_cfg = load_checkpoint_model(tmp_path / "old.pt")
     assert isinstance(enc, SceneCNN) and enc.grid == 8 and old_cfg.grid == 8
     with pytest.raises(ValueError, match="trained with grid=8, but this run has grid=16"):
         fit(dataclasses.replace(cfg, grid=16, steps=2), tmp_path, resume=True, progress=False, log=lambda *a: None)

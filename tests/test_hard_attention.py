@@ -196,17 +196,17 @@ def tiny_hard_run(**model_kwargs):
 
 def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     "2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a warm-up of 3 that ends in between."
-    from sat_tutorial.training import fit, load_captioner
+    from sat_tutorial.training import fit, load_checkpoint_model
     cfg = tiny_hard_run(expected_warmup=3)
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     fit(cfg, tmp_path / "b", stop_at=2, **quiet)
-    _, half, _, _ = load_captioner(tmp_path / "b" / "last.pt")
+    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
     assert int(half.train_steps) == 2 and half.warming_up() and int(half.baseline_steps) == 0
     fit(cfg, tmp_path / "b", resume=True, **quiet)
     a, b = load_checkpoint(tmp_path / "a" / "last.pt"), load_checkpoint(tmp_path / "b" / "last.pt")
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    _, model, _, _ = load_captioner(tmp_path / "a" / "last.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt")
     assert int(model.train_steps) == 4 and not model.warming_up() and int(model.baseline_steps) == 1   # step 4 only
 
 

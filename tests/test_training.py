@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint
-from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_captioner, lr_factor, scenes_config, transform_for
+from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_checkpoint_model, lr_factor, scenes_config, transform_for
 
 QUIET = dict(progress=False, log=lambda *a: None)
 
@@ -39,7 +39,7 @@ def test_exact_resume(tmp_path, pool, ema, optimizer):
 
 
 def test_averaged_weights_are_what_checkpoints_give(tmp_path):
-    "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_captioner decodes with it."
+    "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_checkpoint_model decodes with it."
     from sat_tutorial.training import ema_decay
     cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
     lives = []
@@ -52,9 +52,9 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     for k, v in ck["model"].items():
         if v.is_floating_point(): assert torch.allclose(v, sum(wk * live[k] for wk, live in zip(w, lives)), atol=1e-6), k
     assert not torch.equal(ck["model"]["embed.weight"], ck["train_model"]["embed.weight"])
-    _, model, _, _ = load_captioner(tmp_path / "best.pt")                   # no validation split: best.pt is the end of the run
+    _, model, _, _ = load_checkpoint_model(tmp_path / "best.pt")                   # no validation split: best.pt is the end of the run
     assert torch.equal(model.state_dict()["embed.weight"], ck["model"]["embed.weight"])
-    _, live, _, _ = load_captioner(tmp_path / "last.pt", live=True)        # `evaluate --live-weights`
+    _, live, _, _ = load_checkpoint_model(tmp_path / "last.pt", live=True)        # `evaluate --live-weights`
     assert torch.equal(live.state_dict()["embed.weight"], ck["train_model"]["embed.weight"])
     with pytest.raises(ValueError, match="ema must be a number ≥ 0 and < 1, not 1.5"):
         fit(tiny(ema=1.5), tmp_path / "bad", **QUIET)
@@ -63,11 +63,11 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     trained = load_checkpoint(tmp_path / "plain" / "last.pt")["model"]["embed.weight"]   # the weights of the 4 steps
     fit(tiny(steps=4, ema=0.9), tmp_path / "plain", resume=True, **QUIET)
     plain = load_checkpoint(tmp_path / "plain" / "last.pt")
-    _, model, _, _ = load_captioner(tmp_path / "plain" / "best.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "plain" / "best.pt")
     assert "ema_updates" not in plain and torch.equal(plain["model"]["embed.weight"], trained)
     assert torch.equal(model.state_dict()["embed.weight"], trained)
     with pytest.raises(ValueError, match="best.pt holds one set of weights"):
-        load_captioner(tmp_path / "plain" / "best.pt", live=True)
+        load_checkpoint_model(tmp_path / "plain" / "best.pt", live=True)
 
 
 def test_keep_validated_keeps_each_validated_checkpoint(tmp_path):
@@ -128,13 +128,13 @@ def test_refuses_other_model_and_garbage(tmp_path):
         fit(tiny(hidden_dim=16), tmp_path, resume=True, **QUIET)
     save_checkpoint({"hello": 1}, tmp_path / "x.pt")
     with pytest.raises(ValueError, match="not a sat_tutorial captioner checkpoint"):
-        load_captioner(tmp_path / "x.pt")
+        load_checkpoint_model(tmp_path / "x.pt")
 
 
 def test_checkpoint_roundtrip_gives_same_model(tmp_path):
     cfg = tiny()
     fit(cfg, tmp_path, **QUIET)
-    enc, model, vocab, cfg2 = load_captioner(tmp_path / "last.pt")
+    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "last.pt")
     assert cfg2 == cfg and len(vocab) > 10
     ck = load_checkpoint(tmp_path / "last.pt")
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in ck["model"].items())
@@ -144,7 +144,7 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
     "model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes training, and at its default 0 nothing."
     runs = {p: tmp_path / f"p{p}" for p in (0.0, 0.3)}
     for p, out in runs.items(): fit(tiny(model_kwargs={"alpha_c": 0.0, "input_dropout": p} if p else {"alpha_c": 0.0}), out, **QUIET)
-    models = {p: load_captioner(out / "last.pt")[1] for p, out in runs.items()}
+    models = {p: load_checkpoint_model(out / "last.pt")[1] for p, out in runs.items()}
     assert models[0.3].input_dropout.p == 0.3 and models[0.0].input_dropout.p == 0.0
     assert not torch.equal(models[0.3].L_o.weight, models[0.0].L_o.weight)     # the masks changed the steps
     # the default trains bitwise as the input gates without any dropout call did (no RNG drawn, no arithmetic changed)
@@ -153,7 +153,7 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
         return emb @ self.lstm.weight_ih[:, :self.embed_dim].T + self.lstm.bias_ih + self.lstm.bias_hh
     monkeypatch.setattr(SoftAttentionCaptioner, "_input_gates", gates_without_dropout)
     fit(tiny(model_kwargs={"alpha_c": 0.0}), tmp_path / "no_dropout", **QUIET)
-    assert torch.equal(load_captioner(tmp_path / "no_dropout" / "last.pt")[1].L_o.weight, models[0.0].L_o.weight)
+    assert torch.equal(load_checkpoint_model(tmp_path / "no_dropout" / "last.pt")[1].L_o.weight, models[0.0].L_o.weight)
 
 
 def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
@@ -161,7 +161,7 @@ def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
     runs = {e: tmp_path / f"ls{e}" for e in (0.0, 0.2)}
     for e, out in runs.items(): fit(tiny(model_kwargs={"alpha_c": 0.0, "label_smoothing": e}), out, **QUIET)
     cks = {e: load_checkpoint(out / "last.pt") for e, out in runs.items()}
-    models = {e: load_captioner(out / "last.pt")[1] for e, out in runs.items()}
+    models = {e: load_checkpoint_model(out / "last.pt")[1] for e, out in runs.items()}
     assert models[0.2].label_smoothing == 0.2 and models[0.0].label_smoothing == 0.0
     assert not torch.equal(models[0.2].L_o.weight, models[0.0].L_o.weight)
     first = {e: ck["history"][0] for e, ck in cks.items()}                    # step 1: the same weights and batch in both runs
@@ -237,7 +237,7 @@ def test_features_path_trains_validates_and_resumes_exactly(tmp_path):
     cfg = features_cfg(tmp_path)
     s = fit(replace(cfg, val_every=4), tmp_path / "v", **QUIET)
     assert s["best"]["step"] in (4, 8) and s["best"]["cider"] >= 0          # validated by decoding the stored val features
-    enc, model, vocab, cfg2 = load_captioner(tmp_path / "v" / "best.pt")
+    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "v" / "best.pt")
     assert cfg2.feature_dim == 16 and sum(p.numel() for p in enc.parameters()) == 0
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
@@ -390,7 +390,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, extra):
     with torch.no_grad():
         logits = []
         for ck in (one, two):
-            enc, model, vocab, _ = load_captioner(tmp_path / ("one" if ck is one else "two") / "last.pt")
+            enc, model, vocab, _ = load_checkpoint_model(tmp_path / ("one" if ck is one else "two") / "last.pt")
             caps = torch.tensor([[1, 4, 5, 6, 2], [1, 7, 8, 2, 0], [1, 9, 2, 0, 0]])
             torch.manual_seed(0); logits.append(model(torch.rand(3, 4, 16), caps, torch.tensor([5, 4, 3]))[0])
     assert torch.allclose(logits[0], logits[1], atol=1e-4)
