@@ -16,11 +16,9 @@ PAPER_NOTEBOOKS = {"03_ram", "04_draw", "06_soft_attention", "07_hard_attention"
 DEBT = {"01_data": (76.4, 122),
         "03_ram": (101.9, 80),
         "04_draw": (90.5, 105),
-        "05_encoders": (51.8, 94),
         "06_soft_attention": (72.0, 98),
         "07_hard_attention": (132.2, 174),
         "10_adaptive_attention": (58.2, 92),
-        "11_butd": (64.5, 77),
         "12_training": (127.2, 295),
         "13_cli": (73.2, 174),
         "14_attention_ocr": (63.0, 37)}
