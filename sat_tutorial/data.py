@@ -84,7 +84,7 @@ class Vocab:
         except FileNotFoundError: raise FileNotFoundError(f"vocabulary file {path} does not exist") from None
         except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e: raise ValueError(f"{path} is not a vocabulary file: {e}") from e
 
-# %% ../nbs/01_data.ipynb #a5fd2bde
+# %% ../nbs/01_data.ipynb #imagerecord
 SPLITS = ("train", "val", "test", "restval")
 
 @dataclass
@@ -118,6 +118,7 @@ def _opens(p: Path) -> bool:
     except Image.DecompressionBombError: return False
     except (OSError, SyntaxError, ValueError): return False
 
+# %% ../nbs/01_data.ipynb #a5fd2bde
 def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
                   check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
     "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
@@ -334,23 +335,9 @@ def collate_captions(batch: list) -> dict | None:
     if "boxes" in items[0]: out["boxes"] = torch.stack([b["boxes"] for b in items])          # (B, R, 4)
     return out
 
-# %% ../nbs/01_data.ipynb #6d4df083
-class FeatureStore:
-    "Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file name."
-    def __init__(self, path, mode: str = "r"):
-        import h5py
-        self.path, self.mode = Path(path), mode
-        if mode == "r" and not self.path.is_file(): raise FileNotFoundError(f"feature file {self.path} does not exist")
-        try: self._f = h5py.File(self.path, mode)
-        except OSError as e: raise ValueError(f"{self.path} is not a readable HDF5 feature file ({e})") from None
-        for k in ("feats", "keys", "done"):
-            if k not in self._f: raise ValueError(f"{self.path} is not a feature store: no '{k}' dataset")
-        self.keys = [k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]]
-        self.row = {k: i for i, k in enumerate(self.keys)}
-        self.meta = json.loads(self._f.attrs.get("meta", "{}"))
-        self._failed = self._f["failed"][:] if "failed" in self._f else np.zeros(len(self.keys), bool)
-        self._pid = os.getpid()
-
+# %% ../nbs/01_data.ipynb #storewriting
+class _StoreWriting:
+    "How a `FeatureStore` is written: row by row into an open file (`create`, `write`, `mark_failed`), or whole and atomically (`assemble`)."
     @classmethod
     def create(cls, path, keys: Sequence[str], L: int, D: int, meta: dict | None = None) -> "FeatureStore":
         "A new, empty store for `keys` with rows of `(L, D)`."
@@ -390,11 +377,6 @@ class FeatureStore:
             if os.path.exists(tmp): os.unlink(tmp)
         return cls(path)
 
-    @property
-    def shape(self): return self._f["feats"].shape
-    @property
-    def done(self) -> np.ndarray: return self._f["done"][:]
-
     def write(self, rows: Sequence[int], feats) -> None:
         "Write `feats` `(n, L, D)` into `rows`, flush, then mark them done."
         rows = np.asarray(rows)
@@ -411,6 +393,28 @@ class FeatureStore:
         self._f["done"][rows] = True
         self._f.flush()
         self._failed[rows] = True
+
+# %% ../nbs/01_data.ipynb #6d4df083
+class FeatureStore(_StoreWriting):
+    "Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file name."
+    def __init__(self, path, mode: str = "r"):
+        import h5py
+        self.path, self.mode = Path(path), mode
+        if mode == "r" and not self.path.is_file(): raise FileNotFoundError(f"feature file {self.path} does not exist")
+        try: self._f = h5py.File(self.path, mode)
+        except OSError as e: raise ValueError(f"{self.path} is not a readable HDF5 feature file ({e})") from None
+        for k in ("feats", "keys", "done"):
+            if k not in self._f: raise ValueError(f"{self.path} is not a feature store: no '{k}' dataset")
+        self.keys = [k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]]
+        self.row = {k: i for i, k in enumerate(self.keys)}
+        self.meta = json.loads(self._f.attrs.get("meta", "{}"))
+        self._failed = self._f["failed"][:] if "failed" in self._f else np.zeros(len(self.keys), bool)
+        self._pid = os.getpid()
+
+    @property
+    def shape(self): return self._f["feats"].shape
+    @property
+    def done(self) -> np.ndarray: return self._f["done"][:]
 
     @property
     def failed(self) -> np.ndarray: return self._failed.copy()

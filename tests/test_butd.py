@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from sat_tutorial.butd import (BUTDCaptioner, RegionFeatures, SceneRegionEncoder, add_scene_regions, box_geometry, detect_regions,
-                               load_bottom_up_npz, load_detector, pool_regions, read_bottom_up_tsv)
+from sat_tutorial.bottom_up import RegionFeatures, detect_regions, load_bottom_up_npz, load_detector, read_bottom_up_tsv
+from sat_tutorial.butd import BUTDCaptioner, PaperBUTDCaptioner, add_scene_regions
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions
 from sat_tutorial.decoding import beam_search, greedy
-from sat_tutorial.encoders import scene_transform
+from sat_tutorial.encoders import SceneRegionEncoder, box_geometry, pool_regions, scene_transform
 from sat_tutorial.scenes import make_scenes
 from sat_tutorial.soft_attention import encode
 from fakes import caption_batch
@@ -156,3 +156,22 @@ def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
     Image.new("RGB", (64, 64)).save(tmp_path / "x.png")
     assert main(["caption", "--checkpoint", str(out / "best.pt"), str(tmp_path / "x.png")]) == 1   # a clear error, not a traceback
     assert "region encoder 'scene_regions'" in capsys.readouterr().err
+
+
+def test_checkpoint_layout_is_unchanged_and_the_paper_form_computes_the_same():
+    "Checkpoints written before the paper form existed load: the same parameter names and shapes; both forms agree in float64."
+    m = BUTDCaptioner(11, 8, embed_dim=6, hidden_dim=7, attention_dim=5)
+    assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [
+        ('embed.weight', (11, 6)), ('att_lstm.weight_ih', (28, 21)), ('att_lstm.weight_hh', (28, 7)), ('att_lstm.bias_ih', (28,)),
+        ('att_lstm.bias_hh', (28,)), ('attention.W_a.weight', (5, 8)), ('attention.W_a.bias', (5,)), ('attention.W_h.weight', (5, 7)),
+        ('attention.w.weight', (1, 5)), ('attention.w.bias', (1,)), ('lang_lstm.weight_ih', (28, 15)), ('lang_lstm.weight_hh', (28, 7)),
+        ('lang_lstm.bias_ih', (28,)), ('lang_lstm.bias_hh', (28,)), ('W_p.weight', (11, 7)), ('W_p.bias', (11,))]
+    paper = PaperBUTDCaptioner(11, 8, embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0).double()
+    fused = BUTDCaptioner(11, 8, embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0).double()
+    fused.load_state_dict(paper.state_dict())
+    caps, lengths = caption_batch(V=11)
+    feats = torch.randn(3, 5, 8, dtype=torch.float64)
+    for a, b in zip(fused(feats, caps, lengths), paper(feats, caps, lengths)):
+        assert torch.allclose(a, b, rtol=0, atol=1e-12)
+    fb, pb = beam_search(fused, feats, beam_size=3, max_len=7), beam_search(paper, feats, beam_size=3, max_len=7)
+    assert [c.tokens for c in fb] == [c.tokens for c in pb]
