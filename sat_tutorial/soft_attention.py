@@ -113,6 +113,7 @@ class SoftAttentionCaptioner(Captioner):
         self.L_o = nn.Linear(embed_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = nn.Dropout(input_dropout)                           # identity at the default 0
+
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys): the initial LSTM state from the mean annotation, and W_a a + b once per image."
         mean = feats.mean(1)                                                     # (B, D)
@@ -139,6 +140,7 @@ class SoftAttentionCaptioner(Captioner):
     def _logits(self, emb, h, z):
         "Deep output: L_o(E y_{t−1} + L_h h_t + L_z ẑ_t)."
         return deep_output(self.L_o, self.L_h, self.L_z, emb, h, z, self.dropout)
+
     def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
         "Teacher forcing: logits `(B, T, V)` and α `(B, T, L)` for T = captions.shape[1] − 1 steps."
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
