@@ -265,7 +265,7 @@ def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.
 def _scores_on_kernel(self: SoftAttention, keys: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     "`SoftAttention.scores` by `additive_scores`: the same e_ti to float rounding."
     return additive_scores(keys, q, self.w)
-SoftAttention.scores = _scores_on_kernel
+SoftAttention.scores = _scores_on_kernel        # installed: from here on every SoftAttention scores with the kernel
 
 # %% ../nbs/06_soft_attention.ipynb #steponce
 _graph_task = getattr(torch._C, "_current_graph_task_id", lambda: 0)   # which backward pass is running
@@ -309,7 +309,7 @@ def _operands_once(self: SoftAttentionCaptioner, feats: torch.Tensor, once: bool
     "(W_zᵀ, Uᵀ, a) as the paper path's `_operands` gives them; `once`: as `StepOperand`s, gradients formed once per batch."
     ops = _operands_plain(self, feats)
     return tuple(StepOperand(o) for o in ops) if once else ops
-_operands_plain, SoftAttentionCaptioner._operands = SoftAttentionCaptioner._operands, _operands_once
+_operands_plain, SoftAttentionCaptioner._operands = SoftAttentionCaptioner._operands, _operands_once   # installed
 
 # %% ../nbs/06_soft_attention.ipynb #warmupsteps
 class WarmupSteps(nn.Module):
