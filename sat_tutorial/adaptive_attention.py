@@ -15,8 +15,8 @@ from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_sto
                                          rows_per_image, show_attention, StepOperand, target_mask, WarmupSteps)
 
 # %% auto #0
-__all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveAttentionCaptioner', 'grounding_probability',
-           'spatial_map', 'show_grounding']
+__all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',
+           'grounding_probability', 'spatial_map', 'show_grounding']
 
 # %% ../nbs/10_adaptive_attention.ipynb #6d14965a
 class AdaptiveAttention(nn.Module):
@@ -70,14 +70,14 @@ class VisualSentinel(nn.Module):
         g = torch.sigmoid(Wx_x + self.W_h(h_prev))                       # (B, d)
         return g * torch.tanh(m)
 
-# %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
-class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
-    "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
+# %% ../nbs/10_adaptive_attention.ipynb #decoder
+class AdaptiveDecoder(WarmupSteps, Captioner):
+    "The weights and one step of Lu et al.'s decoder; `AdaptiveAttentionCaptioner` runs it over captions."
     static_state = (2, 3, 4)                                                      # V, W_v V, v^g
     warmup_option = "sentinel_warmup"
     def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
                  attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, sentinel_warmup: int = 0):
-        "`sentinel_warmup`: training steps (`loss` calls in train mode) before the sentinel opens; 0 is the paper's model."
+        "`sentinel_warmup`: training steps before the sentinel opens (*Beyond the paper*); 0 is the paper's model."
         super().__init__()
         self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
         self.sentinel_warmup = sentinel_warmup
@@ -95,7 +95,6 @@ class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
         "Whether the sentinel takes part: after `sentinel_warmup` training steps (always, by default)."
         return not self.warming_up()
 
-    # --- pieces shared by forward and step -------------------------------------------------------------
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per image."
         V = torch.relu(self.W_a(feats))                                           # (B, L, d)
@@ -121,6 +120,9 @@ class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
         "W_p(ĉ_t + h_t), dropout before W_p."
         return self.W_p(self.dropout(c_hat + h))
 
+# %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
+class AdaptiveAttentionCaptioner(AdaptiveDecoder):
+    "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
     def unroll(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor | None = None):
         "Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the sentinel's weight β_t last."
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
@@ -134,7 +136,6 @@ class AdaptiveAttentionCaptioner(WarmupSteps, Captioner):
             hs.append(h); cs.append(c_hat); alphas.append(alpha_hat)
         return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(alphas, 1)
 
-    # --- the protocol -----------------------------------------------------------------------------------
     def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
         "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)`, which sums to 1 − β_t."
         logits, alpha_hat = self.unroll(feats, captions, lengths)

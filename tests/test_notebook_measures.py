@@ -14,9 +14,7 @@ PAPER_NOTEBOOKS = {"03_ram", "04_draw", "06_soft_attention", "07_hard_attention"
 # notebook: (reading minutes, largest code cell) as measured when the rules came in; paper notebooks listed here are also
 # excused from the figure and exercise counts until they leave the list
 DEBT = {"01_data": (64.3, 66),
-        "06_soft_attention": (72.0, 98),
         "07_hard_attention": (132.2, 174),
-        "10_adaptive_attention": (58.2, 92),
         "12_training": (110.8, 70),
         }
 
