@@ -15,7 +15,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import check_shape
-from .data import FeatureStore, ImageError, ImageRecord, default_loader, image_transform
+from .data import ImageError, ImageRecord, default_loader, image_transform
+from .feature_store import FeatureStore
 
 # %% auto #0
 __all__ = ['SCENE_MEAN', 'SCENE_STD', 'BACKBONES', 'LITE', 'to_annotations', 'SceneCNN', 'scene_transform', 'TorchvisionEncoder',

@@ -18,7 +18,8 @@ from torch.utils.data import DataLoader, Sampler
 
 from .core import (InputError, Range, dropout_float, get_device, load_checkpoint, nonneg_float, nonneg_int, positive_float,
                                positive_int, remove_stale_temps, rng_state, save_checkpoint, seed_everything, seed_int, set_rng_state, unit_float)
-from .data import (CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
+from .feature_store import FeatureStore
+from .data import (CaptionDataset, ImageRecord, Vocab, collate_captions, default_loader, image_transform,
                                load_dataset, MIRROR_WORDS, mirror_record, tokenize)
 from .decoding import Ensemble, decode, greedy, sample
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from sat_tutorial.data import FeatureStore, tokenize
+from sat_tutorial.data import tokenize
+from sat_tutorial.feature_store import FeatureStore
 
 CAPTIONS = [["a red dog runs on grass", "a dog runs"], ["a blue cat sits on a mat", "a cat sits"],
             ["two birds fly over water", "birds over the water"]]

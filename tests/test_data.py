@@ -9,7 +9,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from sat_tutorial.core import data_root
-from sat_tutorial.data import (DATASETS, CaptionDataset, FeatureStore, ImageError, ImageRecord, Vocab, collate_captions, image_transform,
+from sat_tutorial.feature_store import FeatureStore
+from sat_tutorial.data import (DATASETS, CaptionDataset, ImageError, ImageRecord, Vocab, collate_captions, image_transform,
                                load_dataset, load_image, load_karpathy, tokenize)
 
 

@@ -13,7 +13,8 @@ from PIL import Image
 from torch.utils.data import DataLoader
 
 from sat_tutorial.core import data_root
-from sat_tutorial.data import (MIRROR_WORDS, CaptionDataset, FeatureStore, ImageRecord, Vocab, collate_captions, image_transform, load_dataset,
+from sat_tutorial.feature_store import FeatureStore
+from sat_tutorial.data import (MIRROR_WORDS, CaptionDataset, ImageRecord, Vocab, collate_captions, image_transform, load_dataset,
                                load_image, load_karpathy)
 
 

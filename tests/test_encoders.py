@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from sat_tutorial.cli import main
-from sat_tutorial.data import FeatureStore
+from sat_tutorial.feature_store import FeatureStore
 from sat_tutorial.encoders import build_encoder
 from sat_tutorial.training import load_checkpoint_model, transform_for
 
