@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from sat_tutorial.data import pad_captions
-from sat_tutorial.hard_attention import HardAttentionCaptioner, rewards_to_go
+from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner, rewards_to_go
 from sat_tutorial.soft_attention import target_mask, word_nll
 from sat_tutorial.core import load_checkpoint
 from sat_tutorial.training import load_checkpoint_model, load_records, open_features
@@ -44,7 +44,7 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     live = "train_model" in load_checkpoint(args.checkpoint, map_location="cpu")   # a run with --ema keeps its training weights apart
     _, model, vocab, cfg = load_checkpoint_model(args.checkpoint, live=live)
-    if not isinstance(model, HardAttentionCaptioner): raise SystemExit(f"{args.checkpoint}: not a hard-attention checkpoint")
+    if not isinstance(model, ExtendedHardAttentionCaptioner): raise SystemExit(f"{args.checkpoint}: not a hard-attention checkpoint")
     recs = load_records(cfg)
     recs = {args.split: recs[args.split][:args.images]}
     store = open_features(cfg, recs)[args.split]

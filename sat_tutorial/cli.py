@@ -207,7 +207,7 @@ _NO_UNK_HELP = ("never emit <unk>: decoding takes the best other word "
 
 _READS_HELP = ("hard attention only, how the model reads at test time: argmax (one location per word; the default), "
                "marginal (scores each word by the sum over locations, then keeps the location that best explains it; "
-               "one LSTM step per location, notebook 07), expected (the soft context Σ α a, which is how the authors' released "
+               "one LSTM step per location, notebook 07b), expected (the soft context Σ α a, which is how the authors' released "
                "test-caption script reads hard-attention models by default; no longer one location per word, so not our score "
                "for hard attention)")
 

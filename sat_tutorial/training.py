@@ -38,7 +38,7 @@ __all__ = ['CAPTIONERS', 'CONFIG_RANGES', 'CONFIG_CHOICES', 'AMP_DTYPES', 'OPTIM
 
 # %% ../nbs/12_training.ipynb #797d76de
 CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
-              "hard": "sat_tutorial.hard_attention:HardAttentionCaptioner",
+              "hard": "sat_tutorial.hard_attention_beyond:ExtendedHardAttentionCaptioner",   # the paper's model + options (07b)
               "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
               "butd": "sat_tutorial.butd:BUTDCaptioner",
               "transformer": "sat_tutorial.transformer:TransformerCaptioner"}
@@ -133,9 +133,9 @@ def scenes_config(**kw) -> TrainConfig:
                 model_kwargs={"alpha_c": 0.0})   # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
     # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap attention correctness near 0.5)
     if kw.get("model") == "butd": base["encoder"] = "scene_regions"      # bottom-up regions: the objects' boxes + distractors
-    if kw.get("model") == "hard":     # λ_r (not in the paper) 0.1; 300 steps on Σ α a first; s̃_t credited with G_t (notebook 07, bench/RESULTS.md)
+    if kw.get("model") == "hard":     # beyond the paper (notebook 07b): λ_r 0.1; 300 steps on Σ α a first; s̃_t credited with G_t
         base["model_kwargs"] = {**base["model_kwargs"], "lambda_r": 0.1, "expected_warmup": 300, "credit": "reward_to_go"}
-        base["lr"] = 4e-3             # twice the others': it needs the most steps of the captioners (notebook 07)
+        base["lr"] = 4e-3             # twice the others': it needs the most steps of the captioners (notebook 07b)
     if kw.get("model") == "adaptive": # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
         base["model_kwargs"] = {**base["model_kwargs"], "sentinel_warmup": 300}
     if kw.get("model") == "transformer":   # 4 heads of 32; no encoder layer over the 256 cells (it would cost 4× the step); Adam 5e-4 as in notebook 15

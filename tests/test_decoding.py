@@ -26,7 +26,8 @@ def _captioners():
     from sat_tutorial.adaptive_attention import AdaptiveAttentionCaptioner
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.hard_attention import HardAttentionCaptioner
-    for cls in (SoftAttentionCaptioner, HardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner):
+    from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
+    for cls in (SoftAttentionCaptioner, HardAttentionCaptioner, ExtendedHardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner):
         torch.manual_seed(3)
         m = cls(25, 8, embed_dim=8, hidden_dim=12, attention_dim=8, dropout=0.0).eval()
         yield cls.__name__, m

@@ -1,4 +1,5 @@
-"""Invariants of stochastic hard attention (notebook 07): sampler, protocol, determinism, padding, baseline, estimator."""
+"""Invariants of stochastic hard attention: the paper's model (notebook 07: sampler, protocol, determinism, baseline,
+estimator) and its options (notebook 07b: credit, baselines, warm-up, the coin's schedule, marginal reads)."""
 import math
 
 import pytest
@@ -7,16 +8,19 @@ import torch.nn.functional as F
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint, seed_everything
 from sat_tutorial.data import Vocab
-from sat_tutorial.hard_attention import (HardAttentionCaptioner, attention_entropy, location_log_prob,
+from sat_tutorial.hard_attention import (HardAttentionCaptioner, attention_entropy, hard_context, location_log_prob,
                                          location_log_probs, location_sequences, lower_bound_by_enumeration,
-                                         reinforce_surrogate, rewards_to_go, sample_locations)
-from sat_tutorial.soft_attention import caption_nll, target_mask, word_nll
+                                         reinforce_surrogate, sample_locations)
+from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner, credited_surrogate, rewards_to_go
+from sat_tutorial.soft_attention import StepOperand, caption_nll, target_mask, word_nll
+
+Extended = ExtendedHardAttentionCaptioner
 
 
-def small_model(**kw):
+def small_model(cls=Extended, **kw):
     seed_everything(0)
     V, D, B, L = 20, 8, 4, 6
-    m = HardAttentionCaptioner(V, D, 10, 12, 9, 0.0, **kw)       # positional: the protocol's constructor
+    m = cls(V, D, 10, 12, 9, 0.0, **kw)                          # positional: the protocol's constructor
     feats = torch.randn(B, L, D)
     lengths = torch.tensor([7, 5, 3, 7])
     caps = torch.randint(4, V, (B, 7)); caps[:, 0] = Vocab.start
@@ -47,6 +51,20 @@ def test_log_prob_and_entropy():
     torch.testing.assert_close(attention_entropy(al, mask), (cat.entropy() * mask).sum(1))
 
 
+def test_hard_context_with_step_operand():
+    "ẑ_t = a_{s_t} as a lookup; k rows (beams) per image; in teacher forcing (a `StepOperand`) the same values and gradient."
+    a = torch.randn(4, 5, 3)
+    s, s2 = torch.tensor([0, 4, 2, 2]), torch.tensor([0, 4, 1, 1, 2, 3, 2, 0])
+    assert torch.equal(hard_context(a, s), (F.one_hot(s, 5).float()[:, :, None] * a).sum(1))
+    assert torch.equal(hard_context(a, s2), hard_context(a.repeat_interleave(2, 0), s2))
+    for idx in (s, s2):
+        a1, a2 = a.clone().requires_grad_(), a.clone().requires_grad_()
+        g = torch.randn(len(idx), 3)
+        (hard_context(a1, idx) * g).sum().backward(); (hard_context(StepOperand(a2), idx) * g).sum().backward()
+        torch.testing.assert_close(a2.grad, a1.grad, atol=1e-6, rtol=1e-6)
+    with torch.no_grad(): assert torch.equal(hard_context(StepOperand(a), s2), hard_context(a, s2))
+
+
 def test_surrogate_gradient():
     log_py = torch.tensor([-12.0, -7.0], requires_grad=True)
     log_ps = torch.tensor([-3.0, -1.0], requires_grad=True)
@@ -57,8 +75,9 @@ def test_surrogate_gradient():
     torch.testing.assert_close(H.grad, torch.full((2,), 0.01))
 
 
-def test_protocol_shapes_and_forced_locations():
-    m, feats, caps, lengths = small_model()
+@pytest.mark.parametrize("cls", [HardAttentionCaptioner, Extended])
+def test_protocol_shapes_and_forced_locations(cls):
+    m, feats, caps, lengths = small_model(cls)
     B, T, L = 4, 6, 6
     logits, alpha, s = m.rollout(feats, caps, lengths)
     assert logits.shape == (B, T, 20) and alpha.shape == (B, T, L) and s.shape == (B, T)
@@ -71,12 +90,14 @@ def test_protocol_shapes_and_forced_locations():
     l2, _, _ = m.rollout(feats, caps, lengths, s=s_given)
     assert torch.equal(s1, s_given) and torch.equal(l1, l2)            # given locations: no randomness left
     with pytest.raises(ValueError, match="s must be"): m(feats, caps, lengths, s=s_given[:, 1:])
-    with pytest.raises(ValueError, match="inference"): HardAttentionCaptioner(20, 8, inference="mean")
+    with pytest.raises(ValueError, match="inference"): cls(20, 8, inference="mean")
+    with pytest.raises(ValueError, match="inference"): HardAttentionCaptioner(20, 8, inference="marginal")   # not the paper's
 
 
-@pytest.mark.parametrize("mode", ["argmax", "expected", "marginal"])
-def test_eval_deterministic_and_step_replays_forward(mode):
-    m, feats, caps, lengths = small_model(inference=mode)
+@pytest.mark.parametrize("cls,mode", [(HardAttentionCaptioner, "argmax"), (HardAttentionCaptioner, "expected"),
+                                      (Extended, "argmax"), (Extended, "expected"), (Extended, "marginal")])
+def test_eval_deterministic_and_step_replays_forward(cls, mode):
+    m, feats, caps, lengths = small_model(cls, inference=mode)
     m.eval()
     rng = torch.get_rng_state()
     with torch.no_grad():
@@ -110,17 +131,18 @@ def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(bet
         m.marginal_k = 1
         alpha = m(feats, caps, lengths)[1]
         torch.testing.assert_close(m(feats, caps, lengths)[0], argmax_lp + alpha.amax(-1, keepdim=True).log(), atol=1e-5, rtol=1e-5)
-    with pytest.raises(ValueError, match="marginal_k"): HardAttentionCaptioner(20, 8, marginal_k=0)
+    with pytest.raises(ValueError, match="marginal_k"): Extended(20, 8, marginal_k=0)
 
 
 def test_training_samples_differ():
-    m, feats, caps, lengths = small_model()
+    m, feats, caps, lengths = small_model(HardAttentionCaptioner)
     m.train()
     assert (m.rollout(feats, caps, lengths)[2] != m.rollout(feats, caps, lengths)[2]).any()
 
 
-def test_baseline_buffer(tmp_path):
-    m, feats, caps, lengths = small_model(p_expected=0.0)
+@pytest.mark.parametrize("cls", [HardAttentionCaptioner, Extended])
+def test_baseline_buffer(tmp_path, cls):
+    m, feats, caps, lengths = small_model(cls, p_expected=0.0)
     m.train()
 
     def replay_reward(seed):
@@ -136,7 +158,7 @@ def test_baseline_buffer(tmp_path):
     assert math.isclose(float(m.baseline), 0.9 * r1 + 0.1 * r2, rel_tol=1e-5) and int(m.baseline_steps) == 2
     m.eval(); m.loss(feats, caps, lengths); assert int(m.baseline_steps) == 2
     save_checkpoint({"model": m.state_dict()}, tmp_path / "ck.pt")
-    m2 = HardAttentionCaptioner(20, 8, 10, 12, 9, 0.0)
+    m2 = cls(20, 8, 10, 12, 9, 0.0)
     m2.load_state_dict(load_checkpoint(tmp_path / "ck.pt")["model"])
     assert float(m2.baseline) == float(m.baseline) and int(m2.baseline_steps) == 2
 
@@ -179,10 +201,10 @@ def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
     _, st = m.loss(feats, caps, lengths)
     assert st["expected"] == 0.0 and int(m.baseline_steps) == 1          # p_expected = 0: every image samples now
     m.eval(); m.loss(feats, caps, lengths); assert int(m.train_steps) == 3   # evaluation does not count
-    m2 = HardAttentionCaptioner(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
+    m2 = Extended(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
     m2.load_state_dict(m.state_dict()); assert int(m2.train_steps) == 3 and m2.warming_up()
     old = {k: v for k, v in m.state_dict().items() if k != "train_steps"}   # a checkpoint from before the option
-    m2 = HardAttentionCaptioner(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
+    m2 = Extended(20, 8, 10, 12, 9, 0.0, expected_warmup=5)
     m2.load_state_dict(old); assert not m2.warming_up()
 
 
@@ -233,8 +255,8 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
     "`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more give the weights of 4 straight."
     from sat_tutorial.training import fit
     cfg = tiny_hard_run(p_expected=0.5, p_expected_end=0.0)
-    seen, share = [], HardAttentionCaptioner.expected_share
-    monkeypatch.setattr(HardAttentionCaptioner, "expected_share", lambda self: seen.append(self.run_progress) or share(self))
+    seen, share = [], Extended.expected_share
+    monkeypatch.setattr(Extended, "expected_share", lambda self: seen.append(self.run_progress) or share(self))
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     assert seen == [0.0, 0.25, 0.5, 0.75]
@@ -247,10 +269,9 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
 
 # --- the estimator against the exact gradient of L_s ---------------------------------------------------------
 
-def tiny_setup(**kw):
+def tiny_setup(cls=Extended, **kw):
     seed_everything(0)
-    m = HardAttentionCaptioner(6, 4, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.0,
-                               p_expected=0.0, lambda_e=0.0, **kw).double()
+    m = cls(6, 4, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.0, p_expected=0.0, lambda_e=0.0, **kw).double()
     with torch.no_grad():
         for p in m.parameters(): p.mul_(2.0)
     f = torch.randn(2, 3, 4, dtype=torch.float64) * 2
@@ -275,10 +296,10 @@ def exact_moments(m, f, c, l, b):
         mask, word_logp = target_mask(ci, li), -word_nll(logits, ci, li)
         log_py, log_ps = word_logp.sum(1), location_log_prob(alpha, S, mask)
         b_i = b[i] if isinstance(b, list) else b
-        if m.credit == "reward_to_go":
+        if getattr(m, "credit", "caption") == "reward_to_go":
             if not torch.is_tensor(b_i): b_i = b_i * rewards_to_go(mask.to(f.dtype))
-            ell = reinforce_surrogate(log_py, location_log_probs(alpha, S, mask), torch.zeros(K), b_i, torch.ones(K),
-                                      m.lambda_r, returns=rewards_to_go(word_logp))
+            ell = credited_surrogate(log_py, location_log_probs(alpha, S, mask), torch.zeros(K), b_i, torch.ones(K),
+                                     m.lambda_r, reward=rewards_to_go(word_logp))
         else: ell = reinforce_surrogate(log_py, log_ps, torch.zeros(K), b_i, torch.ones(K), m.lambda_r)
         G = []
         for k in range(K):
@@ -311,14 +332,15 @@ def chi2_test(err, cov, n):
     return chi2, r, p, float((err - U @ (U.T @ err)).abs().max())
 
 
-@pytest.mark.parametrize("beta_gate,credit", [(False, "caption"), (True, "caption"), (False, "reward_to_go")])
-def test_estimator_matches_enumeration(beta_gate, credit):
+@pytest.mark.parametrize("cls,kw", [(HardAttentionCaptioner, {}), (Extended, dict(beta_gate=True)),
+                                    (Extended, dict(credit="reward_to_go"))])
+def test_estimator_matches_enumeration(cls, kw):
     # 5,000 copies of two images (10,000 sampled sequences). The error of the mean lies in the ≤ 34-dimensional range
     # of the exact covariance; whitened it is χ²_r, so p > 0.001 fails a correct estimator 0.1% of the time. Per
     # coordinate: |error| < 4.5 SE (union bound over ~500 coordinates: ≤ 0.3%).
-    m, f, c, l = tiny_setup(beta_gate=beta_gate, credit=credit)
+    m, f, c, l = tiny_setup(cls, **kw)
     g_exact = exact_gradient(m, f, c, l)
-    b = -14.0 if credit == "caption" else -5.6                          # per caption; per word (5 words in 2 captions)
+    b = -5.6 if kw.get("credit") == "reward_to_go" else -14.0                          # per caption; per word (5 words in 2 captions)
     mean, cov = exact_moments(m, f, c, l, b)
     torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)       # unbiased, exactly
     m.baseline.fill_(b); m.baseline_steps.fill_(1); m.baseline_decay = 1.0
@@ -338,11 +360,35 @@ def test_estimator_matches_enumeration(beta_gate, credit):
 
 
 def test_baseline_reduces_variance_not_mean():
-    m, f, c, l = tiny_setup()
+    "Exactly (enumeration), and through `loss` at b = 0 (notebook 07's Monte-Carlo test): unbiased, 4× the variance of b = −14."
+    m, f, c, l = tiny_setup(HardAttentionCaptioner)
     m0, cov0 = exact_moments(m, f, c, l, 0.0)
     m1, cov1 = exact_moments(m, f, c, l, -14.0)
     torch.testing.assert_close(m0, m1, atol=1e-10, rtol=0)
     assert cov1.trace() < cov0.trace() / 4
+    g_exact = exact_gradient(m, f, c, l)
+    m.baseline.fill_(0.0); m.baseline_steps.fill_(1); m.baseline_decay = 1.0
+    R, K = 500, 10
+    seed_everything(4)
+    err = mc_mean(m, f, c, l, R, K) - g_exact
+    se = (cov0.diagonal().clamp_min(0) / (R * K)).sqrt(); nz = se > 1e-12
+    assert (err[nz] / se[nz]).abs().max() < 4.5
+    chi2, r, p, outside = chi2_test(err, cov0, R * K)
+    assert p > 1e-3 and outside < 1e-10, (chi2, r, p, outside)
+
+
+def test_expected_baseline_with_caption_credit_is_unbiased():
+    "baseline_kind='expected' with the paper's credit: exactly unbiased, and `loss` (which computes b_i itself) passes the Monte-Carlo test."
+    m, f, c, l = tiny_setup()
+    g_exact = exact_gradient(m, f, c, l)
+    b_img = [float(m.expected_reward(f[i:i + 1], c[i:i + 1], l[i:i + 1])) for i in range(2)]
+    mean, cov = exact_moments(m, f, c, l, b_img)
+    torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
+    m.baseline_kind = "expected"
+    seed_everything(6)
+    err = mc_mean(m, f, c, l, 500, 10) - g_exact
+    chi2, r, p, outside = chi2_test(err, cov, 5000)
+    assert p > 1e-3 and outside < 1e-10, (chi2, r, p, outside)
 
 
 def test_reward_to_go_unbiased_and_lower_variance():
@@ -378,10 +424,10 @@ def test_reward_to_go_surrogate_gradient():
     log_py = word_logp.sum(1).requires_grad_()
     log_ps = torch.zeros(2, 3, requires_grad=True)
     b = torch.full((2, 3), -1.0)
-    reinforce_surrogate(log_py, log_ps, torch.zeros(2), b, torch.tensor([1.0, 0.0]), 0.5, returns=G).sum().backward()
+    credited_surrogate(log_py, log_ps, torch.zeros(2), b, torch.tensor([1.0, 0.0]), 0.5, reward=G).sum().backward()
     torch.testing.assert_close(log_ps.grad, torch.tensor([[-2.5, -2.0, -1.0], [0.0, 0.0, 0.0]]))
     torch.testing.assert_close(log_py.grad, torch.ones(2))
     with pytest.raises(ValueError, match="must match"):
-        reinforce_surrogate(log_py, log_ps, torch.zeros(2), 0.0, torch.ones(2), returns=None)
+        credited_surrogate(log_py, log_ps, torch.zeros(2), 0.0, torch.ones(2), reward=None)
     with pytest.raises(ValueError, match="credit must be one of"):
-        HardAttentionCaptioner(10, 4, credit="word")
+        Extended(10, 4, credit="word")

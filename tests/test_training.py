@@ -471,10 +471,10 @@ def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
     "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
     from sat_tutorial import training
     from sat_tutorial.data import Vocab
-    from sat_tutorial.hard_attention import HardAttentionCaptioner
+    from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
     from sat_tutorial.metrics import CiderD
     torch.manual_seed(0)
-    model = HardAttentionCaptioner(6, 3, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.5).train()
+    model = ExtendedHardAttentionCaptioner(6, 3, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.5).train()
     seen = []
     real_sample = training.sample
     def spy(m, feats, max_len, temperature):
