@@ -53,7 +53,7 @@ _FLAG_HELP = {
                  "(loss-scaled, on any device; the scale is saved for --resume); implies --amp (default: auto)",
     "model_kwargs": "model-specific options as JSON, merged over the preset's (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit \"reward_to_go\", and --model adaptive sentinel_warmup 300), "
                     "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
-                    "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' for hard attention with soft attention's gate on its context (off by default; bench/RESULTS.md), or '{\"baseline_kind\": \"expected\"}' for hard attention's REINFORCE baseline per image and caption, log p(y | a, Σ α a) (notebook 07)",
+                    "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' for hard attention with soft attention's gate on its context (off by default; bench/RESULTS.md), or '{\"baseline_kind\": \"expected\"}' for hard attention's REINFORCE baseline per image and caption, log p(y | a, Σ α a) (notebook 07b)",
     "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
     "embed_dim": "word embedding size", "hidden_dim": "LSTM size", "attention_dim": "attention MLP size",
     "dropout": "dropout before the output layer", "lr": "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then cosine decay to a tenth)",
