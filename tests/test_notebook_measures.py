@@ -19,7 +19,6 @@ DEBT = {"01_data": (76.4, 122),
         "07_hard_attention": (132.2, 174),
         "10_adaptive_attention": (58.2, 92),
         "11_butd": (64.5, 77),
-        "12_training": (110.8, 70),
         }
 
 ROWS = {r["notebook"][:-len(".ipynb")]: r for r in all_measures()}
