@@ -6,7 +6,8 @@ import argparse, tempfile, time
 
 import torch
 
-from sat_tutorial.training import fit, load_records, scenes_config
+from sat_tutorial.fit import fit
+from sat_tutorial.training import load_records, scenes_config
 
 from benchutil import write_json
 

@@ -47,8 +47,10 @@ from sat_tutorial.data import collate_captions, image_transform, load_dataset  #
 from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import BACKBONES, LITE, build_encoder, encoder_image_size, extract_features  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
-from sat_tutorial.training import (AMP_DTYPES, OPTIMIZERS, EpochBatches, TrainConfig, _amp, build_models, build_vocab, evaluate, fit,  # noqa: E402
-                                   load_ensemble, open_features, training_set)
+from sat_tutorial.fit import fit  # noqa: E402
+from sat_tutorial.optimization import AMP_DTYPES, OPTIMIZERS, _amp  # noqa: E402
+from sat_tutorial.training import (EpochBatches, TrainConfig, build_models, build_vocab, evaluate, load_ensemble,  # noqa: E402
+                                   open_features, training_set)
 
 LR = 4e-4   # Adam's peak rate unless --lr says otherwise
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).

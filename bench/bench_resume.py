@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 from sat_tutorial.core import get_device, load_checkpoint  # noqa: E402
-from sat_tutorial.training import AMP_DTYPES, fit, scenes_config  # noqa: E402
+from sat_tutorial.fit import fit  # noqa: E402
+from sat_tutorial.optimization import AMP_DTYPES  # noqa: E402
+from sat_tutorial.training import scenes_config  # noqa: E402
 
 
 def max_diff(a: dict, b: dict) -> float:

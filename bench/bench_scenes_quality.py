@@ -22,7 +22,8 @@ import torch
 
 from sat_tutorial.adaptive_attention import FUNCTION_WORDS
 from sat_tutorial.scenes import ground_tokens
-from sat_tutorial.training import caption_metrics, evaluate, fit, generate, load_checkpoint_model, load_records, scenes_config, transform_for
+from sat_tutorial.fit import fit
+from sat_tutorial.training import caption_metrics, evaluate, generate, load_checkpoint_model, load_records, scenes_config, transform_for
 
 from benchutil import write_json
 

@@ -19,7 +19,8 @@ from sat_tutorial.data import tokenize
 from sat_tutorial.decoding import greedy, sample
 from sat_tutorial.metrics import CiderD
 from sat_tutorial.soft_attention import encode
-from sat_tutorial.training import SelfCritical, load_checkpoint_model, load_records, open_features
+from sat_tutorial.optimization import SelfCritical
+from sat_tutorial.training import load_checkpoint_model, load_records, open_features
 
 OUT = Path(__file__).resolve().parent / "out"
 

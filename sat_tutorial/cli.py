@@ -121,7 +121,8 @@ def check_out(out: Path, resume: bool, overwrite: bool) -> list[Path]:
 
 # %% ../nbs/13b_cli.ipynb #dbbc0f8d
 def add_train(sub) -> None:
-    from sat_tutorial.training import AMP_DTYPES, CONFIG_CHOICES, CONFIG_RANGES, OPTIMIZERS, TrainConfig
+    from sat_tutorial.optimization import AMP_DTYPES, OPTIMIZERS
+    from sat_tutorial.training import CONFIG_CHOICES, CONFIG_RANGES, TrainConfig
     p = sub.add_parser("train", help="train a captioner", description="Train a captioner; checkpoints go to --out "
                        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
                        "share each batch (distributed data parallel). Options left out take the defaults shown: the "
@@ -176,7 +177,8 @@ def end_torchrun_worker(code: int) -> None:
     os._exit(code)
 
 def cmd_train(args) -> int:
-    from sat_tutorial.training import fit, load_checkpoint_model, evaluate
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model, evaluate
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
     old = check_out(out, args.resume, args.overwrite)                  # before anything is written
@@ -381,7 +383,8 @@ def cmd_demo(args) -> int:
     import matplotlib.pyplot as plt
     from sat_tutorial.scenes import show_scenes
     from sat_tutorial.soft_attention import show_attention
-    from sat_tutorial.training import evaluate, fit, generate, load_checkpoint_model, load_records, scenes_config, transform_for
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import evaluate, generate, load_checkpoint_model, load_records, scenes_config, transform_for
     out = Path(args.out)
     if out.exists() and not out.is_dir(): raise InputError(f"--out {out} is a file, not a folder")
     get_device(args.device)                                            # a bad --device fails before the scenes are built

@@ -79,7 +79,8 @@ def test_decoding_works_through_the_protocol():
 
 
 def test_fit_smoke_with_the_scenes_preset(tmp_path):
-    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model, scenes_config
     cfg = scenes_config(model="adaptive", steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
     assert cfg.model_kwargs == {"alpha_c": 0.0, "sentinel_warmup": 300}   # the preset's penalty weight is accepted by this model
@@ -92,7 +93,8 @@ def test_fit_smoke_with_the_scenes_preset(tmp_path):
 def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
     "The warm-up counter is saved with the weights: 2 steps, stop, 2 more steps give the weights of 4 steps straight."
     from sat_tutorial.core import load_checkpoint
-    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model, scenes_config
     cfg = scenes_config(model="adaptive", steps=4, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0,
                         seed=3, embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1,
                         model_kwargs={"alpha_c": 0.0, "sentinel_warmup": 3})

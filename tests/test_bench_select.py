@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from fakes import fake_dataset, fake_features
-from sat_tutorial.training import TrainConfig, fit
+from sat_tutorial.fit import fit
+from sat_tutorial.training import TrainConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 bench = pytest.importorskip("bench_flickr8k")

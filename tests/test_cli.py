@@ -88,7 +88,8 @@ def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
     "`evaluate --no-unk`: a model pushed to say <unk> says it without the flag and never with it."
     from sat_tutorial.core import load_checkpoint, save_checkpoint
     from sat_tutorial.data import Vocab
-    from sat_tutorial.training import fit, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
     cfg = scenes_config(steps=2, n_train=40, n_val=0, n_test=6, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
                         hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
     fit(cfg, tmp_path, progress=False, log=lambda *a: None)
@@ -107,7 +108,8 @@ def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
 def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
     "`evaluate --reads marginal` decodes a hard-attention checkpoint by the per-step marginal (and argmax does not); on a soft checkpoint the flag is refused."
     import sat_tutorial.hard_attention_beyond as ha
-    from sat_tutorial.training import fit, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
     calls = []
     real_step = ha.marginal_step
     monkeypatch.setattr(ha, "marginal_step", lambda *a: calls.append(1) or real_step(*a))
@@ -133,7 +135,8 @@ def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
     B that reads the same annotations runs and --reads reaches B; runs whose scene CNNs were trained apart, or whose
     vocabularies differ, are refused with a message naming the checkpoint."""
     from sat_tutorial.core import load_checkpoint, save_checkpoint
-    from sat_tutorial.training import fit, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
     small = dict(steps=2, n_train=40, n_val=0, n_test=5, batch_size=8, val_every=0, ckpt_every=0, embed_dim=8,
                  hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1, grid=8)
     for model in ("soft", "hard"):
@@ -170,7 +173,8 @@ def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
     from PIL import Image
     import sat_tutorial.training as training
     from sat_tutorial.decoding import Ensemble
-    from sat_tutorial.training import fit, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
     loaded, real = [], training.load_ensemble
     def spy(paths, *a, **kw):
         out = real(paths, *a, **kw); loaded.append((list(paths), out[1])); return out
@@ -193,7 +197,8 @@ def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
 def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
     "`evaluate --length-norm γ` hands γ to beam search and records it in the JSON; a negative γ is refused by the parser."
     import sat_tutorial.decoding as dec
-    from sat_tutorial.training import fit, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
     seen = []
     real = dec.beam_search
     monkeypatch.setattr(dec, "beam_search", lambda *a, **kw: seen.append(kw.get("length_norm")) or real(*a, **kw))

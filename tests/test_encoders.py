@@ -158,7 +158,8 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
     "A scene CNN can start from another run's encoder: frozen (batch norm kept in eval) unless fine_tune, clear errors."
     import pytest, torch
     from sat_tutorial.encoders import build_encoder
-    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model, scenes_config
     quiet = dict(progress=False, log=lambda *a: None)
     base = dict(steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, val_every=0, ckpt_every=0, seed=1,
                 embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8, warmup=1)
@@ -184,7 +185,8 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     "grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused default grid 14 loads as the 8×8 net it was."
     import dataclasses, pytest, torch
     from sat_tutorial.encoders import SceneCNN, build_encoder
-    from sat_tutorial.training import fit, load_checkpoint_model, scenes_config
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model, scenes_config
     assert build_encoder("scene_cnn", 8, grid=8)(torch.zeros(2, 3, 64, 64)).shape == (2, 64, 8)
     assert build_encoder("scene_cnn", 8, grid=16)(torch.zeros(2, 3, 64, 64)).shape == (2, 256, 8)
     with pytest.raises(ValueError, match="8×8 or a 16×16 grid, not 14×14"):

@@ -218,7 +218,8 @@ def tiny_hard_run(**model_kwargs):
 
 def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     "2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a warm-up of 3 that ends in between."
-    from sat_tutorial.training import fit, load_checkpoint_model
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import load_checkpoint_model
     cfg = tiny_hard_run(expected_warmup=3)
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
@@ -253,7 +254,7 @@ def test_p_expected_end_moves_the_coin_with_run_progress():
 
 def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypatch):
     "`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more give the weights of 4 straight."
-    from sat_tutorial.training import fit
+    from sat_tutorial.fit import fit
     cfg = tiny_hard_run(p_expected=0.5, p_expected_end=0.0)
     seen, share = [], Extended.expected_share
     monkeypatch.setattr(Extended, "expected_share", lambda self: seen.append(self.run_progress) or share(self))

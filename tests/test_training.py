@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint
-from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, fit, load_checkpoint_model, lr_factor, scenes_config, transform_for
+from sat_tutorial.fit import fit
+from sat_tutorial.optimization import lr_factor
+from sat_tutorial.training import EpochBatches, EpochSampler, TrainConfig, load_checkpoint_model, scenes_config, transform_for
 
 QUIET = dict(progress=False, log=lambda *a: None)
 
@@ -40,7 +42,7 @@ def test_exact_resume(tmp_path, pool, ema, optimizer):
 
 def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_checkpoint_model decodes with it."
-    from sat_tutorial.training import ema_decay
+    from sat_tutorial.optimization import ema_decay
     cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
     lives = []
     for n in range(1, 5):                                                   # the live weights after each step, from last.pt
@@ -91,11 +93,11 @@ def test_keep_validated_keeps_each_validated_checkpoint(tmp_path):
 
 
 def test_length_pool_reaches_the_sampler(tmp_path, monkeypatch):
-    from sat_tutorial import training
+    from sat_tutorial import fit as fit_module
     seen = []
-    class Spy(training.EpochBatches):
+    class Spy(EpochBatches):
         def __init__(self, *a, **k): super().__init__(*a, **k); seen.append(self)
-    monkeypatch.setattr(training, "EpochBatches", Spy)
+    monkeypatch.setattr(fit_module, "EpochBatches", Spy)
     fit(tiny(length_pool=4, steps=2), tmp_path / "pool", **QUIET)
     fit(tiny(steps=2), tmp_path / "plain", **QUIET)
     pooled, plain = seen[0], seen[-1]
@@ -185,9 +187,9 @@ def test_config_and_schedule():
 def test_time_budget_decays_the_learning_rate_and_survives_resume(tmp_path, monkeypatch):
     "A run ended by its time budget ends at a tenth of the learning rate; a resumed run continues the same budget."
     import types
-    import sat_tutorial.training as training
+    import sat_tutorial.fit as fit_module
     calls = iter(range(10_000))
-    monkeypatch.setattr(training, "time", types.SimpleNamespace(perf_counter=lambda: 6.0 * next(calls)))  # 6 s a reading
+    monkeypatch.setattr(fit_module, "time", types.SimpleNamespace(perf_counter=lambda: 6.0 * next(calls)))  # 6 s a reading
     cfg = tiny(steps=1000, time_budget=1.0)                     # the step plan alone would keep the rate near its top
     fit(cfg, tmp_path / "a", **QUIET)
     a = load_checkpoint(tmp_path / "a" / "last.pt")
@@ -418,7 +420,7 @@ def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
 def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
     "`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns that float32 is faster; with fast bf16 it is silent."
     import warnings
-    import sat_tutorial.training as tr
+    import sat_tutorial.optimization as tr
     cfg = scenes_config(amp=True)
     assert tr.cpu_has_fast_bf16() in (True, False)                     # this machine's answer, whichever it is
     monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: False)
@@ -433,7 +435,7 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
 
 def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
     "LOCAL_RANK 1 on a machine with one GPU: a message that says what to change, before any process group is joined."
-    import sat_tutorial.training as tr
+    import sat_tutorial.optimization as tr
     monkeypatch.setenv("WORLD_SIZE", "2"); monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setattr(tr, "get_device", lambda device: torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
@@ -444,7 +446,7 @@ def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
 def test_amp_dtype_choices(monkeypatch):
     "`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."
     import warnings
-    import sat_tutorial.training as tr
+    import sat_tutorial.optimization as tr
     monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: True)
     cpu = torch.device("cpu")
     with pytest.warns(UserWarning, match="fp16 on a CPU"):
@@ -469,21 +471,21 @@ def test_amp_dtype_choices(monkeypatch):
 @pytest.mark.parametrize("dropout", [True, False])
 def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
     "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
-    from sat_tutorial import training
+    from sat_tutorial import optimization
     from sat_tutorial.data import Vocab
     from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
     from sat_tutorial.metrics import CiderD
     torch.manual_seed(0)
     model = ExtendedHardAttentionCaptioner(6, 3, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.5).train()
     seen = []
-    real_sample = training.sample
+    real_sample = optimization.sample
     def spy(m, feats, max_len, temperature):
         out = real_sample(m, feats, max_len, temperature)
         seen.append((m.training, temperature, len(m._reads) == out[0].shape[1])); return out     # one log α_t(s_t) per step
-    monkeypatch.setattr(training, "sample", spy)
-    sc = training.SelfCritical(CiderD([["red circle".split()]]), Vocab(["<pad>", "<start>", "<end>", "<unk>", "red", "circle"]),
+    monkeypatch.setattr(optimization, "sample", spy)
+    sc = optimization.SelfCritical(CiderD([["red circle".split()]]), Vocab(["<pad>", "<start>", "<end>", "<unk>", "red", "circle"]),
                                max_len=3, n_samples=4, temperature=0.7, dropout=dropout)
     loss, _ = sc(model, torch.randn(2, 5, 3), {"refs": [["red circle"], ["red circle"]]})
     assert seen == [(dropout, 0.7, True)] and model.training and loss.requires_grad
     with pytest.raises(ValueError, match="temperature must be positive"):
-        training.SelfCritical(sc.cider, sc.vocab, temperature=0.0)
+        optimization.SelfCritical(sc.cider, sc.vocab, temperature=0.0)
