@@ -56,8 +56,7 @@ def test_train_help_shows_the_defaults_that_apply(capsys):
     assert "default: None" not in out
     assert f"(default: {TrainConfig().hidden_dim}; scenes: {scenes_config().hidden_dim})" in out
     assert f"(default: resnet101; scenes: {scenes_config().encoder}; scenes --model butd: {scenes_config(model='butd').encoder})" in out
-    assert (f"(default: {TrainConfig().lr}; scenes: {scenes_config().lr}; scenes --model hard: {scenes_config(model='hard').lr}; "
-            f"scenes --model transformer: {scenes_config(model='transformer').lr})") in out
+    assert f"(default: {TrainConfig().lr}; scenes: {scenes_config().lr}; scenes --model hard: {scenes_config(model='hard').lr})" in out
 
 
 @pytest.mark.parametrize("cmd", ["evaluate", "caption", "extract-features", "demo"])
