@@ -7,14 +7,15 @@ import torch
 
 from fakes import caption_batch
 from sat_tutorial.adaptive_attention import AdaptiveAttentionCaptioner
-from sat_tutorial.butd import BUTDCaptioner
+from sat_tutorial.butd import BUTDCaptioner, PaperBUTDCaptioner
 from sat_tutorial.data import Vocab
 from sat_tutorial.hard_attention import HardAttentionCaptioner
 from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
 from sat_tutorial.transformer import TransformerCaptioner
 
-CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, ExtendedHardAttentionCaptioner, AdaptiveAttentionCaptioner, BUTDCaptioner, TransformerCaptioner]
+CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, ExtendedHardAttentionCaptioner, AdaptiveAttentionCaptioner, PaperBUTDCaptioner,
+              BUTDCaptioner, TransformerCaptioner]
 EXTRA = {TransformerCaptioner: dict(heads=1)}                     # d_model 6 is no multiple of the default 8 heads
 
 
