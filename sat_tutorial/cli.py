@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .core import (InputError, dropout_float, get_device, nonneg_float, nonneg_int, positive_float, positive_int,
+from .core import (InputError, get_device, nonneg_int, positive_float, positive_int,
                                seed_int, unit_float)
 
 # %% auto #0

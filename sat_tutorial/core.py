@@ -15,7 +15,8 @@ import torch
 # %% auto #0
 __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'dropout_float',
            'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'seed_everything', 'rng_state', 'set_rng_state',
-           'check_shape', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint']
+           'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
+           'load_checkpoint']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -129,6 +130,15 @@ def check_shape(x: torch.Tensor, shape: tuple, dims: dict | None = None, name: s
         elif g != s:
             raise ValueError(f"{name}: dim {i} should be {s}, got {g}; expected {want}, got {got}")
     return dims
+
+# %% ../nbs/00_core.ipynb #chkclose2
+def check_close(got, want, what: str, tol: float = 1e-5) -> None:
+    "Assert that `got` has `want`'s shape and values: max |got − want| ≤ tol·(1 + max |want|); the message names `what`."
+    got, want = torch.as_tensor(got).detach(), torch.as_tensor(want).detach()
+    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    if not got.numel(): return                                        # two empty tensors of one shape agree
+    err = float((got.double() - want.double()).abs().max())
+    assert err <= tol * (1 + float(want.double().abs().max())), f"{what}: off by up to {err:.3g}"
 
 # %% ../nbs/00_core.ipynb #74c86543
 def data_root() -> Path:

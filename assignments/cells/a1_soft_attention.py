@@ -11,17 +11,10 @@
 
 # %%
 import torch
-from sat_tutorial.core import seed_everything
+from sat_tutorial.core import check_close, seed_everything
 from sat_tutorial.soft_attention import SoftAttention, SoftAttentionCaptioner, doubly_stochastic_penalty, target_mask
 
 torch.set_num_threads(1)
-
-def check_close(got, want, what, tol=1e-5):
-    "Assert that `got` has `want`'s shape and values, with a message that says which quantity is off."
-    got, want = torch.as_tensor(got).detach(), torch.as_tensor(want).detach()
-    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
-    err = float((got.double() - want.double()).abs().max()) if got.numel() else 0.0
-    assert err <= tol * (1 + float(want.double().abs().max())), f"{what}: off by up to {err:.3g}"
 
 seed_everything(0)
 B, L, D, H, A = 3, 5, 4, 6, 7
