@@ -9,33 +9,51 @@ and training runs "as far as this CPU allows" next to the paper's test errors.
 Each part prints a table and merges its results into bench/out/ram.json.
 Needs MNIST in $SAT_TUTORIAL_DATA/mnist/raw (../shared/data is used when it exists).
 """
+
 import argparse, json, os, platform, sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _shared = ROOT.parent / "shared" / "data"
-if "SAT_TUTORIAL_DATA" not in os.environ and _shared.is_dir(): os.environ["SAT_TUTORIAL_DATA"] = str(_shared)
+if "SAT_TUTORIAL_DATA" not in os.environ and _shared.is_dir():
+    os.environ["SAT_TUTORIAL_DATA"] = str(_shared)
 
 import numpy as np
 import torch
 
 from benchutil import table  # noqa: E402
 
-from sat_tutorial.ram import TASKS, TEST_SEED, GlimpseMNIST, ram_loss, retina, retina_reference
+from sat_tutorial.ram import (
+    TASKS,
+    TEST_SEED,
+    GlimpseMNIST,
+    ram_loss,
+    retina,
+    retina_reference,
+)
 from sat_tutorial.ram_training import RAMConfig, evaluate_ram, train_ram
 
 OUT = ROOT / "bench" / "out" / "ram.json"
 # The paper's test errors (%), the range over the two published versions of the paper.
-PAPER = {"mnist": "1.12-1.29 (6 glimpses, 8x8, 1 scale)", "translated": "1.20-1.84 (8 glimpses, 12x12, 3 scales)",
-         "cluttered60": "4.04-5.23 (8 glimpses, 12x12, 3 scales)", "cluttered100": "not quoted here"}
+PAPER = {
+    "mnist": "1.12-1.29 (6 glimpses, 8x8, 1 scale)",
+    "translated": "1.20-1.84 (8 glimpses, 12x12, 3 scales)",
+    "cluttered60": "4.04-5.23 (8 glimpses, 12x12, 3 scales)",
+    "cluttered100": "not quoted here",
+}
 
 
 def merge(key, value):
     OUT.parent.mkdir(parents=True, exist_ok=True)
     data = json.loads(OUT.read_text()) if OUT.exists() else {}
     data[key] = value
-    data["machine"] = {"platform": platform.platform(), "processor": platform.processor(), "torch": torch.__version__,
-                       "threads": torch.get_num_threads(), "cpus": os.cpu_count()}
+    data["machine"] = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "cpus": os.cpu_count(),
+    }
     OUT.write_text(json.dumps(data, indent=1))
 
 
@@ -45,7 +63,10 @@ def throughput(args):
     for task in args.tasks:
         cfg = RAMConfig(task=task, batch_size=args.batch_size)
         data = GlimpseMNIST(task, "train", seed=0, limit=args.batch_size * 8)
-        batches = [data.batch(np.arange(i * args.batch_size, (i + 1) * args.batch_size)) for i in range(8)]
+        batches = [
+            data.batch(np.arange(i * args.batch_size, (i + 1) * args.batch_size))
+            for i in range(8)
+        ]
         models = {}
         for name, sensor in (("vectorised", retina), ("reference", retina_reference)):
             torch.manual_seed(0)
@@ -59,50 +80,118 @@ def throughput(args):
             for i in range(n):
                 x, y = batches[i % len(batches)]
                 L = ram_loss(m(x), y)
-                opt.zero_grad(); L["loss"].backward(); opt.step()
+                opt.zero_grad()
+                L["loss"].backward()
+                opt.step()
             return time.perf_counter() - t
 
-        for name in models: run(name, 2)                     # warm-up
+        for name in models:
+            run(name, 2)  # warm-up
         for _ in range(args.rounds):
-            for name in models: seconds[name] += run(name, args.steps)
+            for name in models:
+                seconds[name] += run(name, args.steps)
         n_img = args.rounds * args.steps * args.batch_size
         ips = {k: n_img / v for k, v in seconds.items()}
-        rows.append({"task": task, "glimpses": cfg.glimpses, "retina g×k": f"{cfg.patch}x{cfg.scales}",
-                     "batch": args.batch_size, "vectorised img/s": round(ips["vectorised"], 1),
-                     "reference img/s": round(ips["reference"], 1), "speed-up": round(ips["vectorised"] / ips["reference"], 2)})
+        rows.append(
+            {
+                "task": task,
+                "glimpses": cfg.glimpses,
+                "retina g×k": f"{cfg.patch}x{cfg.scales}",
+                "batch": args.batch_size,
+                "vectorised img/s": round(ips["vectorised"], 1),
+                "reference img/s": round(ips["reference"], 1),
+                "speed-up": round(ips["vectorised"] / ips["reference"], 2),
+            }
+        )
         print(f"{task}: {rows[-1]}", flush=True)
     print()
     table(rows, list(rows[0]))
-    merge("throughput", {"rows": rows, "steps_per_round": args.steps, "rounds": args.rounds})
+    merge(
+        "throughput",
+        {"rows": rows, "steps_per_round": args.steps, "rounds": args.rounds},
+    )
 
 
 def train(args):
     "Train for about `minutes` on this CPU (steps set from a measured rate so the learning rate can anneal to 0), test on the full test set."
-    cfg_kw = dict(task=args.task, batch_size=args.batch_size, lr=args.lr, seed=args.seed, anneal=args.anneal, std=args.std)
+    cfg_kw = dict(
+        task=args.task,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        anneal=args.anneal,
+        std=args.std,
+    )
     # measure the rate on a short run, then size the real run to the time budget
-    _, probe = train_ram(RAMConfig(**cfg_kw, steps=100), test_data=GlimpseMNIST(args.task, "test", seed=TEST_SEED, limit=100))
-    rate = 100 / probe["train_seconds"]                       # training steps per second, evaluation excluded
+    _, probe = train_ram(
+        RAMConfig(**cfg_kw, steps=100),
+        test_data=GlimpseMNIST(args.task, "test", seed=TEST_SEED, limit=100),
+    )
+    rate = (
+        100 / probe["train_seconds"]
+    )  # training steps per second, evaluation excluded
     n_train = 60000
     per_epoch = n_train // args.batch_size
-    eval_s = 10000 / (rate * args.batch_size) * 0.5          # rough: an evaluation pass costs about half a training pass per image
+    eval_s = (
+        10000 / (rate * args.batch_size) * 0.5
+    )  # rough: an evaluation pass costs about half a training pass per image
     budget = args.minutes * 60
     steps = int(rate * budget / (1 + eval_s * rate / per_epoch) * 0.92)
     cfg = RAMConfig(**cfg_kw, steps=steps)
-    print(f"{args.task}: {rate:.1f} steps/s measured -> {steps} steps ({steps / per_epoch:.1f} epochs) of {args.batch_size}", flush=True)
+    print(
+        f"{args.task}: {rate:.1f} steps/s measured -> {steps} steps ({steps / per_epoch:.1f} epochs) of {args.batch_size}",
+        flush=True,
+    )
     t = time.perf_counter()
-    model, m = train_ram(cfg, out=ROOT / "bench" / "out" / f"ram_{args.task}", progress=args.progress, time_limit=budget,
-                         overwrite=True)
+    model, m = train_ram(
+        cfg,
+        out=ROOT / "bench" / "out" / f"ram_{args.task}",
+        progress=args.progress,
+        time_limit=budget,
+        overwrite=True,
+    )
     wall = time.perf_counter() - t
-    ev_mc = evaluate_ram(model, GlimpseMNIST(args.task, "test", seed=TEST_SEED), mc_samples=args.mc_samples) if args.mc_samples else None
-    row = {"task": args.task, "glimpses": cfg.glimpses, "retina g×k": f"{cfg.patch}x{cfg.scales}", "steps": m["step"],
-           "epochs": round(m["step"] / per_epoch, 2), "batch": args.batch_size, "wall min": round(wall / 60, 1),
-           "test error %": round(100 * m["test_error"], 2),
-           **({f"test error % (MC {args.mc_samples}, not in paper)": round(100 * ev_mc["error"], 2)} if ev_mc else {}),
-           "paper %": PAPER[args.task]}
+    ev_mc = (
+        evaluate_ram(
+            model,
+            GlimpseMNIST(args.task, "test", seed=TEST_SEED),
+            mc_samples=args.mc_samples,
+        )
+        if args.mc_samples
+        else None
+    )
+    row = {
+        "task": args.task,
+        "glimpses": cfg.glimpses,
+        "retina g×k": f"{cfg.patch}x{cfg.scales}",
+        "steps": m["step"],
+        "epochs": round(m["step"] / per_epoch, 2),
+        "batch": args.batch_size,
+        "wall min": round(wall / 60, 1),
+        "test error %": round(100 * m["test_error"], 2),
+        **(
+            {
+                f"test error % (MC {args.mc_samples}, not in paper)": round(
+                    100 * ev_mc["error"], 2
+                )
+            }
+            if ev_mc
+            else {}
+        ),
+        "paper %": PAPER[args.task],
+    }
     print()
     table([row], list(row))
-    merge(f"train_{args.task}", {**row, "config": m["config"], "evals": m["evals"], "history": m["history"][-5:],
-                                  "threads": torch.get_num_threads()})
+    merge(
+        f"train_{args.task}",
+        {
+            **row,
+            "config": m["config"],
+            "evals": m["evals"],
+            "history": m["history"][-5:],
+            "threads": torch.get_num_threads(),
+        },
+    )
 
 
 def routing(args):
@@ -110,11 +199,26 @@ def routing(args):
     rows = []
     for seed in args.seeds:
         for detach in (True, False):
-            cfg = RAMConfig(task="mnist", steps=args.steps, batch_size=64, seed=seed, detach_policy=detach)
+            cfg = RAMConfig(
+                task="mnist",
+                steps=args.steps,
+                batch_size=64,
+                seed=seed,
+                detach_policy=detach,
+            )
             t = time.perf_counter()
-            _, m = train_ram(cfg, test_data=GlimpseMNIST("mnist", "test", seed=TEST_SEED, limit=5000))
-            rows.append({"seed": seed, "detach_policy": detach, "steps": args.steps, "test error % (5k)": round(100 * m["test_error"], 2),
-                         "seconds": round(time.perf_counter() - t)})
+            _, m = train_ram(
+                cfg, test_data=GlimpseMNIST("mnist", "test", seed=TEST_SEED, limit=5000)
+            )
+            rows.append(
+                {
+                    "seed": seed,
+                    "detach_policy": detach,
+                    "steps": args.steps,
+                    "test error % (5k)": round(100 * m["test_error"], 2),
+                    "seconds": round(time.perf_counter() - t),
+                }
+            )
             print(rows[-1], flush=True)
     print()
     table(rows, list(rows[0]))
@@ -122,11 +226,20 @@ def routing(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default: 1)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--threads", type=int, default=1, help="torch CPU threads (default: 1)"
+    )
     sub = p.add_subparsers(dest="part", required=True)
     t = sub.add_parser("throughput")
-    t.add_argument("--tasks", nargs="+", default=["mnist", "translated", "cluttered100"], choices=list(TASKS))
+    t.add_argument(
+        "--tasks",
+        nargs="+",
+        default=["mnist", "translated", "cluttered100"],
+        choices=list(TASKS),
+    )
     t.add_argument("--batch-size", type=int, default=64)
     t.add_argument("--steps", type=int, default=10)
     t.add_argument("--rounds", type=int, default=3)
@@ -139,7 +252,12 @@ def main(argv=None):
     r.add_argument("--std", type=float, default=0.15)
     r.add_argument("--no-anneal", dest="anneal", action="store_false")
     r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--mc-samples", type=int, default=0, help="also report test error averaged over K sampled episodes (not in the paper)")
+    r.add_argument(
+        "--mc-samples",
+        type=int,
+        default=0,
+        help="also report test error averaged over K sampled episodes (not in the paper)",
+    )
     r.add_argument("--progress", action="store_true")
     r.set_defaults(func=train)
     g = sub.add_parser("routing")

@@ -9,6 +9,7 @@ differs from itself (0 with --deterministic).
 
 Scenes, the small soft- or hard-attention captioner, dropout on. Writes JSON (--out). Not run by CI.
 """
+
 from __future__ import annotations
 
 import argparse, json, os, sys, tempfile, time
@@ -25,26 +26,55 @@ from sat_tutorial.training import scenes_config  # noqa: E402
 
 def max_diff(a: dict, b: dict) -> float:
     "The largest absolute difference between two checkpoints' floating-point weights, the captioner's and the encoder's (the scene CNN trains)."
-    return max((float((a[p][k].float() - b[p][k].float()).abs().max()) for p in ("model", "encoder") for k in a[p]
-                if torch.is_floating_point(a[p][k])), default=0.0)
+    return max(
+        (
+            float((a[p][k].float() - b[p][k].float()).abs().max())
+            for p in ("model", "encoder")
+            for k in a[p]
+            if torch.is_floating_point(a[p][k])
+        ),
+        default=0.0,
+    )
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", choices=["soft", "hard"], default="soft")
     p.add_argument("--device", default="auto")
-    p.add_argument("--amp-dtype", choices=["off", *AMP_DTYPES], default="fp16", help="off: float32")
-    p.add_argument("--steps", type=int, default=40, help="2N: the resumed run stops after N")
-    p.add_argument("--deterministic", action="store_true", help="torch.use_deterministic_algorithms (and cuBLAS's fixed workspace)")
+    p.add_argument(
+        "--amp-dtype", choices=["off", *AMP_DTYPES], default="fp16", help="off: float32"
+    )
+    p.add_argument(
+        "--steps", type=int, default=40, help="2N: the resumed run stops after N"
+    )
+    p.add_argument(
+        "--deterministic",
+        action="store_true",
+        help="torch.use_deterministic_algorithms (and cuBLAS's fixed workspace)",
+    )
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
     if args.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True, warn_only=True)   # ops without a deterministic kernel warn; "straight twice" shows their effect
+        torch.use_deterministic_algorithms(
+            True, warn_only=True
+        )  # ops without a deterministic kernel warn; "straight twice" shows their effect
     device = get_device(args.device)
-    cfg = scenes_config(model=args.model, steps=args.steps, n_train=200, n_val=0, n_test=0, batch_size=32, val_every=0,
-                        ckpt_every=0, seed=5, dropout=0.3, warmup=5, amp=args.amp_dtype != "off",
-                        amp_dtype="auto" if args.amp_dtype == "off" else args.amp_dtype)
+    cfg = scenes_config(
+        model=args.model,
+        steps=args.steps,
+        n_train=200,
+        n_val=0,
+        n_test=0,
+        batch_size=32,
+        val_every=0,
+        ckpt_every=0,
+        seed=5,
+        dropout=0.3,
+        warmup=5,
+        amp=args.amp_dtype != "off",
+        amp_dtype="auto" if args.amp_dtype == "off" else args.amp_dtype,
+    )
     quiet = dict(progress=False, log=lambda *a: None, device=device)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
@@ -54,20 +84,37 @@ def main(argv=None):
         fit(cfg, d / "resumed", stop_at=args.steps // 2, **quiet)
         mid = load_checkpoint(d / "resumed" / "last.pt").get("scaler")
         fit(cfg, d / "resumed", resume=True, **quiet)
-        a, a2, b = (load_checkpoint(d / n / "last.pt") for n in ("straight", "again", "resumed"))
+        a, a2, b = (
+            load_checkpoint(d / n / "last.pt") for n in ("straight", "again", "resumed")
+        )
     losses = lambda ck: [h["loss"] for h in ck["history"]]
-    res = {"device": str(device), "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
-           "torch": torch.__version__, "model": args.model, "amp_dtype": args.amp_dtype, "steps": args.steps,
-           "deterministic": args.deterministic, "seconds": round(time.perf_counter() - t0, 1),
-           "max_weight_diff_resumed": max_diff(a, b), "max_weight_diff_straight_twice": max_diff(a, a2),
-           "losses_equal_resumed": losses(a) == losses(b), "losses_equal_straight_twice": losses(a) == losses(a2),
-           "scaler_mid": mid, "scaler_straight": a.get("scaler"), "scaler_resumed": b.get("scaler"),
-           "first_last_loss": [losses(a)[0], losses(a)[-1]]}
-    res["exact"] = (res["max_weight_diff_resumed"] <= res["max_weight_diff_straight_twice"]
-                    and (res["losses_equal_resumed"] or not res["losses_equal_straight_twice"])
-                    and res["scaler_straight"] == res["scaler_resumed"])
-    for k, v in res.items(): print(f"{k}: {v}")
-    if args.out: Path(args.out).write_text(json.dumps(res, indent=1))
+    res = {
+        "device": str(device),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch": torch.__version__,
+        "model": args.model,
+        "amp_dtype": args.amp_dtype,
+        "steps": args.steps,
+        "deterministic": args.deterministic,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "max_weight_diff_resumed": max_diff(a, b),
+        "max_weight_diff_straight_twice": max_diff(a, a2),
+        "losses_equal_resumed": losses(a) == losses(b),
+        "losses_equal_straight_twice": losses(a) == losses(a2),
+        "scaler_mid": mid,
+        "scaler_straight": a.get("scaler"),
+        "scaler_resumed": b.get("scaler"),
+        "first_last_loss": [losses(a)[0], losses(a)[-1]],
+    }
+    res["exact"] = (
+        res["max_weight_diff_resumed"] <= res["max_weight_diff_straight_twice"]
+        and (res["losses_equal_resumed"] or not res["losses_equal_straight_twice"])
+        and res["scaler_straight"] == res["scaler_resumed"]
+    )
+    for k, v in res.items():
+        print(f"{k}: {v}")
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1))
     return 0 if res["exact"] else 1
 
 

@@ -9,6 +9,7 @@ dropout on and off, on the first N training images.
 
 Writes bench/out/scst_gap_<run>.json. Not run by CI.
 """
+
 import argparse
 from pathlib import Path
 
@@ -27,8 +28,14 @@ OUT = Path(__file__).resolve().parent / "out"
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", required=True, help="a captioner trained from stored features (bench_flickr8k.py)")
-    p.add_argument("--images", type=int, default=1000, help="the first N training images")
+    p.add_argument(
+        "--checkpoint",
+        required=True,
+        help="a captioner trained from stored features (bench_flickr8k.py)",
+    )
+    p.add_argument(
+        "--images", type=int, default=1000, help="the first N training images"
+    )
     p.add_argument("--temperatures", type=float, nargs="+", default=[1.0, 0.7, 0.5])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", help="JSON to write")
@@ -36,28 +43,59 @@ def main(argv=None):
     torch.manual_seed(args.seed)
     enc, model, vocab, cfg = load_checkpoint_model(args.checkpoint, "cpu")
     recs = load_records(cfg)
-    scst = SelfCritical(CiderD([[tokenize(x) for x in r.raw] for r in recs["train"]]), vocab, cfg.max_len)
-    some = recs["train"][:args.images]
+    scst = SelfCritical(
+        CiderD([[tokenize(x) for x in r.raw] for r in recs["train"]]),
+        vocab,
+        cfg.max_len,
+    )
+    some = recs["train"][: args.images]
     store = open_features(cfg, {"train": some})["train"]
-    with torch.no_grad(): feats = encode(enc.eval(), torch.stack([store.load_record(r) for r in some]), None, "cpu")  # (N, L, D)
+    with torch.no_grad():
+        feats = encode(
+            enc.eval(), torch.stack([store.load_record(r) for r in some]), None, "cpu"
+        )  # (N, L, D)
     store.close()
     refs = [[tokenize(x) for x in r.raw] for r in some]
     reward = lambda rows: round(float(scst.rewards(rows, refs).mean()), 4)
     rows = []
     with torch.no_grad():
         model.eval()
-        rows.append({"captions": "greedy (test time: dropout off, argmax reads)", "temperature": "", "reward": reward([c.tokens for c in greedy(model, feats, cfg.max_len)])})
+        rows.append(
+            {
+                "captions": "greedy (test time: dropout off, argmax reads)",
+                "temperature": "",
+                "reward": reward([c.tokens for c in greedy(model, feats, cfg.max_len)]),
+            }
+        )
         for T in args.temperatures:
             for dropout in (True, False):
                 model.train(dropout)
-                reads = getattr(model, "recording_reads", None)          # hard attention samples its reads, as in SelfCritical
-                with (reads() if reads else torch.no_grad()):
+                reads = getattr(
+                    model, "recording_reads", None
+                )  # hard attention samples its reads, as in SelfCritical
+                with reads() if reads else torch.no_grad():
                     toks, _, _ = sample(model, feats, cfg.max_len, temperature=T)
-                rows.append({"captions": f"samples, dropout {'on' if dropout else 'off'}", "temperature": T, "reward": reward(toks.tolist())})
+                rows.append(
+                    {
+                        "captions": f"samples, dropout {'on' if dropout else 'off'}",
+                        "temperature": T,
+                        "reward": reward(toks.tolist()),
+                    }
+                )
     table(rows)
-    print(f"(mean CIDEr-D training reward over {len(some)} training images; {cfg.model} attention, {args.checkpoint})")
+    print(
+        f"(mean CIDEr-D training reward over {len(some)} training images; {cfg.model} attention, {args.checkpoint})"
+    )
     out = Path(args.out or OUT / f"scst_gap_{Path(args.checkpoint).parent.name}.json")
-    write_json({"checkpoint": str(args.checkpoint), "images": len(some), "seed": args.seed, "rows": rows}, out)
+    write_json(
+        {
+            "checkpoint": str(args.checkpoint),
+            "images": len(some),
+            "seed": args.seed,
+            "rows": rows,
+        },
+        out,
+    )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures,
 the GPU's clock and memory, and writing the JSON result."""
+
 import json, os
 from pathlib import Path
 
@@ -11,13 +12,16 @@ def table(rows, cols=None):
     cols = cols or list(rows[0])
     w = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
     print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
-    for r in rows: print("  ".join(str(r.get(c, "")).ljust(n) for c, n in zip(cols, w)))
+    for r in rows:
+        print("  ".join(str(r.get(c, "")).ljust(n) for c, n in zip(cols, w)))
 
 
 def loadavg():
     "The 1/5/15-minute load averages, or None where the OS has none."
-    try: return [round(x, 2) for x in os.getloadavg()]
-    except OSError: return None
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
 
 
 def sig(x, n=3):
@@ -28,13 +32,18 @@ def sig(x, n=3):
 def sync(device):
     "Wait for the GPU's queued work (a no-op on a CPU), so that a wall-clock timing covers it."
     device = torch.device(device)
-    if device.type == "cuda": torch.cuda.synchronize(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def peak_gpu_mib(device):
     "The most GPU memory PyTorch held since the last `torch.cuda.reset_peak_memory_stats`, in MiB (None on a CPU)."
     device = torch.device(device)
-    return round(torch.cuda.max_memory_allocated(device) / 2**20) if device.type == "cuda" else None
+    return (
+        round(torch.cuda.max_memory_allocated(device) / 2**20)
+        if device.type == "cuda"
+        else None
+    )
 
 
 def write_json(obj, path, indent=1):

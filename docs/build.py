@@ -9,6 +9,7 @@ myst-nb cell tags (`#| hide` removes the cell, `#| eval: false` skips its execut
 stripped from the shown source. Staged files are rewritten only when their content changes, so Sphinx rereads
 only what changed, and jupyter-cache executes only notebooks whose code changed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,7 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 MATHJAX_NPM = "mathjax@3"
-MATHJAX_REL = Path("npm/node_modules/mathjax/es5/tex-svg-full.js")  # under the work folder (make docs installs it)
+MATHJAX_REL = Path(
+    "npm/node_modules/mathjax/es5/tex-svg-full.js"
+)  # under the work folder (make docs installs it)
 
 DIRECTIVE = re.compile(r"^\s*#\|\s*(?P<key>[\w-]+)\s*:?\s*(?P<value>.*?)\s*$")
 NBVAL = re.compile(r"^\s*#\s*NBVAL_\w+\s*$")
@@ -49,7 +52,11 @@ def directives(source: str) -> list[str]:
 
 def strip_markers(source: str) -> str:
     """The source a reader sees: without `#|` directive lines and `# NBVAL_...` markers."""
-    lines = [ln for ln in source.splitlines() if not DIRECTIVE.match(ln) and not NBVAL.match(ln)]
+    lines = [
+        ln
+        for ln in source.splitlines()
+        if not DIRECTIVE.match(ln) and not NBVAL.match(ln)
+    ]
     return "\n".join(lines).strip("\n")
 
 
@@ -78,11 +85,15 @@ def stage_notebook(nb, api_link: bool = True):
         cell.outputs, cell.execution_count = [], None
     if module and api_link:
         import nbformat
+
         link = nbformat.v4.new_markdown_cell(
             f"```{{seealso}}\nThe API of `sat_tutorial.{module}`, the module this notebook exports: "
-            f"{{doc}}`../api/{module}`.\n```")
+            f"{{doc}}`../api/{module}`.\n```"
+        )
         link.id = "sat-docs-api-link"
-        first_md = next((i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1)
+        first_md = next(
+            (i for i, c in enumerate(nb.cells) if c.cell_type == "markdown"), -1
+        )
         nb.cells.insert(first_md + 1, link)
     return module
 
@@ -98,13 +109,19 @@ def options_page() -> str:
                 for sub, p in action.choices.items():
                     yield from walk(p, f"{name} {sub}")
 
-    notes = (DOCS / "options.md").read_text()   # the presets and what each option did, written by hand
-    parts = [notes,
-             "## Every subcommand's `--help`\n",
-             "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its options, exactly as its "
-             "`--help` prints them; this part is generated from the command's own parser when the book is built.\n"]
+    notes = (
+        DOCS / "options.md"
+    ).read_text()  # the presets and what each option did, written by hand
+    parts = [
+        notes,
+        "## Every subcommand's `--help`\n",
+        "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its options, exactly as its "
+        "`--help` prints them; this part is generated from the command's own parser when the book is built.\n",
+    ]
     columns = os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "110"  # argparse wraps at the terminal width: the same page on every machine
+    os.environ["COLUMNS"] = (
+        "110"  # argparse wraps at the terminal width: the same page on every machine
+    )
     try:
         for name, text in walk(build_parser(), "sat-tutorial"):
             parts.append(f"### `{name}`\n\n```text\n{text.rstrip()}\n```\n")
@@ -130,6 +147,7 @@ def write_if_changed(path: Path, text: str | bytes) -> bool:
 def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> list[str]:
     """Write the Sphinx source folder; return the staged notebooks' docnames in reading order."""
     import nbformat
+
     expected: set[Path] = set()
 
     def put(rel: str, text):
@@ -147,9 +165,11 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
         nb_docs.append(f"nbs/{path.stem}")
         if module:
             head = f"`sat_tutorial.{module}`"
-            put(f"api/{module}.md",
+            put(
+                f"api/{module}.md",
                 f"# {head}\n\nGenerated from the docstrings; derived and explained in the notebook "
-                f"{{doc}}`../nbs/{path.stem}`.\n\n```{{eval-rst}}\n.. automodule:: sat_tutorial.{module}\n```\n")
+                f"{{doc}}`../nbs/{path.stem}`.\n\n```{{eval-rst}}\n.. automodule:: sat_tutorial.{module}\n```\n",
+            )
             api_docs.append(f"api/{module}")
 
     result_docs = []
@@ -159,7 +179,13 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
     put("options.md", options_page())
 
     def toctree(caption, docs):
-        return f"\n```{{toctree}}\n:caption: {caption}\n:maxdepth: 1\n\n" + "\n".join(docs) + "\n```\n" if docs else ""
+        return (
+            f"\n```{{toctree}}\n:caption: {caption}\n:maxdepth: 1\n\n"
+            + "\n".join(docs)
+            + "\n```\n"
+            if docs
+            else ""
+        )
 
     index = (DOCS / "index.md").read_text()
     index += toctree("Notebooks, in reading order", nb_docs)
@@ -168,15 +194,28 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
     put("index.md", index)
 
     for f in src.rglob("*"):  # staged pages whose source is gone (a deleted notebook)
-        if f.is_file() and f not in expected and f.suffix in (".ipynb", ".md", ".rst", ".js", ".py"):
+        if (
+            f.is_file()
+            and f not in expected
+            and f.suffix in (".ipynb", ".md", ".rst", ".js", ".py")
+        ):
             f.unlink()
     return nb_docs
 
 
 class _Refs(html.parser.HTMLParser):
     """Collects the URLs a page would load: script src, link href, img src (and srcset), iframe/source/video src."""
-    LOADS = {"script": ("src",), "link": ("href",), "img": ("src", "srcset"), "iframe": ("src",),
-             "source": ("src", "srcset"), "video": ("src", "poster"), "audio": ("src",), "embed": ("src",)}
+
+    LOADS = {
+        "script": ("src",),
+        "link": ("href",),
+        "img": ("src", "srcset"),
+        "iframe": ("src",),
+        "source": ("src", "srcset"),
+        "video": ("src", "poster"),
+        "audio": ("src",),
+        "embed": ("src",),
+    }
 
     def __init__(self):
         super().__init__()
@@ -212,30 +251,51 @@ def external_refs(site: Path) -> list[str]:
         for tag, url in p.urls:
             if any(REMOTE.match(u.strip().split(" ")[0]) for u in url.split(",")):
                 bad.append(f"{page.relative_to(site)}: <{tag}> {url}")
-        bad += [f"{page.relative_to(site)}: style loads {s.strip()[:80]}" for s in p.styles if CSS_REMOTE.search(s)]
+        bad += [
+            f"{page.relative_to(site)}: style loads {s.strip()[:80]}"
+            for s in p.styles
+            if CSS_REMOTE.search(s)
+        ]
     for css in sorted(site.rglob("*.css")):
         for m in CSS_REMOTE.finditer(css.read_text(errors="replace")):
             bad.append(f"{css.relative_to(site)}: {m.group(0)}")
     return bad
 
 
-def build(out: Path, work: Path, nbs: list[Path] | None = None, mathjax: Path | None = None,
-          results: list[Path] | None = None, jobs: int = 1, quiet: bool = False) -> list[str]:
+def build(
+    out: Path,
+    work: Path,
+    nbs: list[Path] | None = None,
+    mathjax: Path | None = None,
+    results: list[Path] | None = None,
+    jobs: int = 1,
+    quiet: bool = False,
+) -> list[str]:
     """Stage and build the site; return the notebook docnames. Raises BuildError with a one-line reason."""
     try:
         import myst_nb, sphinx, sphinx_book_theme  # noqa: F401
     except ImportError as e:
-        raise BuildError(f"the docs toolchain is not installed ({e.name}): "
-                         "pip install -e '.[docs]' (make docs does it)")
+        raise BuildError(
+            f"the docs toolchain is not installed ({e.name}): "
+            "pip install -e '.[docs]' (make docs does it)"
+        )
     out, work = out.resolve(), work.resolve()
-    nbs = sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_")) if nbs is None else nbs
+    nbs = (
+        sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+        if nbs is None
+        else nbs
+    )
     if not nbs:
         raise BuildError("no notebooks to build")
     mathjax = work / MATHJAX_REL if mathjax is None else mathjax
     if not mathjax.is_file():
-        raise BuildError(f"MathJax not found at {mathjax}: run `npm install --prefix {work / 'npm'} {MATHJAX_NPM}` "
-                         "(make docs does it)")
-    results = sorted((ROOT / "bench").glob("RESULTS*.md")) if results is None else results
+        raise BuildError(
+            f"MathJax not found at {mathjax}: run `npm install --prefix {work / 'npm'} {MATHJAX_NPM}` "
+            "(make docs does it)"
+        )
+    results = (
+        sorted((ROOT / "bench").glob("RESULTS*.md")) if results is None else results
+    )
     src = work / "src"
     docs = stage(nbs, src, mathjax, results)
 
@@ -243,29 +303,66 @@ def build(out: Path, work: Path, nbs: list[Path] | None = None, mathjax: Path | 
     # Headless, and figures become outputs of their cells: the inline backend (MPLBACKEND=Agg, as the tests use,
     # would draw them nowhere).
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
-    shared = ROOT.parent / "shared" / "data"  # the offline datasets beside the checkout, as the Makefile's DATA_ENV
+    shared = (
+        ROOT.parent / "shared" / "data"
+    )  # the offline datasets beside the checkout, as the Makefile's DATA_ENV
     if "SAT_TUTORIAL_DATA" not in env and shared.is_dir():
         env["SAT_TUTORIAL_DATA"] = str(shared)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p])  # kernels too
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(ROOT)] + [p for p in [env.get("PYTHONPATH")] if p]
+    )  # kernels too
     env["SAT_DOCS_ROOT"], env["SAT_DOCS_WORK"] = str(ROOT), str(work)
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-d", str(work / "doctrees"), "-j", str(jobs),
-           str(src), str(out)] + (["-q"] if quiet else [])
+    cmd = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-b",
+        "html",
+        "-d",
+        str(work / "doctrees"),
+        "-j",
+        str(jobs),
+        str(src),
+        str(out),
+    ] + (["-q"] if quiet else [])
     r = subprocess.run(cmd, env=env, cwd=src)
     if r.returncode:
-        raise BuildError(f"sphinx-build failed (exit {r.returncode}); see the messages above")
+        raise BuildError(
+            f"sphinx-build failed (exit {r.returncode}); see the messages above"
+        )
     bad = external_refs(out)
     if bad:
-        raise BuildError(f"the site would load {len(bad)} thing(s) from the network, first: {bad[0]}")
+        raise BuildError(
+            f"the site would load {len(bad)} thing(s) from the network, first: {bad[0]}"
+        )
     return docs
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=ROOT / "_docs", help="the built site (default: _docs)")
-    ap.add_argument("--work", type=Path, default=ROOT / ".docs_build",
-                    help="staging, execution cache and MathJax (default: .docs_build)")
-    ap.add_argument("--jobs", type=int, default=1, help="parallel Sphinx readers (each runs a kernel)")
-    ap.add_argument("--fresh", action="store_true", help="forget the execution cache and Sphinx's state first")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "_docs",
+        help="the built site (default: _docs)",
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=ROOT / ".docs_build",
+        help="staging, execution cache and MathJax (default: .docs_build)",
+    )
+    ap.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="parallel Sphinx readers (each runs a kernel)",
+    )
+    ap.add_argument(
+        "--fresh",
+        action="store_true",
+        help="forget the execution cache and Sphinx's state first",
+    )
     args = ap.parse_args(argv)
     if args.fresh:
         for d in ("cache", "doctrees", "src", "jupyter_execute"):
@@ -276,7 +373,9 @@ def main(argv=None) -> int:
     except BuildError as e:
         print(f"docs/build.py: {e}", file=sys.stderr)
         return 1
-    print(f"docs/build.py: {len(docs)} notebooks built into {args.out}/index.html in {time.perf_counter() - t0:.0f} s")
+    print(
+        f"docs/build.py: {len(docs)} notebooks built into {args.out}/index.html in {time.perf_counter() - t0:.0f} s"
+    )
     return 0
 
 

@@ -11,6 +11,7 @@ checked once: search.html?q=attention must list results. One full-page screensho
 The browser is Debian's `chromium` (or $CHROMIUM), driven by Playwright for Python; Playwright's own browser
 download is not needed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,12 @@ INSPECT = r"""async () => {
 
 
 def find_chromium() -> str | None:
-    for name in [os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"]:
+    for name in [
+        os.environ.get("CHROMIUM"),
+        "chromium",
+        "chromium-browser",
+        "google-chrome",
+    ]:
         if name and shutil.which(name):
             return shutil.which(name)
     return None
@@ -65,7 +71,10 @@ def install_chromium() -> None:
     if not shutil.which("apt-get"):
         return
     prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    if prefix and (not shutil.which("sudo") or subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode):
+    if prefix and (
+        not shutil.which("sudo")
+        or subprocess.run(["sudo", "-n", "true"], capture_output=True).returncode
+    ):
         return
     print("docs/check.py: installing Debian's chromium with apt-get", flush=True)
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
@@ -75,25 +84,48 @@ def install_chromium() -> None:
 
 def pages_of(site: Path) -> list[Path]:
     skip = ("_static", "_screens", "_sources", "_images")
-    return sorted(p for p in site.rglob("*.html") if not p.relative_to(site).parts[0] in skip)
+    return sorted(
+        p for p in site.rglob("*.html") if not p.relative_to(site).parts[0] in skip
+    )
 
 
 def check_page(context, url: str) -> tuple[dict, list[str], object]:
     """Open one page; return the page's report, its problems, and the open page (for a screenshot)."""
     problems: list[str] = []
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text[:200]}"))
-    page.on("pageerror", lambda e: problems.append(f"uncaught exception: {str(e)[:200]}"))
-    page.on("request", lambda r: r.url.startswith(LOCAL) or problems.append(f"request leaves the machine: {r.url}"))
-    page.on("requestfailed", lambda r: r.url.startswith(LOCAL) and problems.append(
-        f"failed to load {r.url} ({r.failure})"))
+    page.on(
+        "console",
+        lambda m: (
+            m.type == "error" and problems.append(f"console error: {m.text[:200]}")
+        ),
+    )
+    page.on(
+        "pageerror", lambda e: problems.append(f"uncaught exception: {str(e)[:200]}")
+    )
+    page.on(
+        "request",
+        lambda r: (
+            r.url.startswith(LOCAL)
+            or problems.append(f"request leaves the machine: {r.url}")
+        ),
+    )
+    page.on(
+        "requestfailed",
+        lambda r: (
+            r.url.startswith(LOCAL)
+            and problems.append(f"failed to load {r.url} ({r.failure})")
+        ),
+    )
     page.goto(url, wait_until="load")
     info = page.evaluate(INSPECT)
     page.wait_for_timeout(100)  # let late console messages arrive
     problems += [f"broken image: {s}" for s in info["broken"]]
     problems += [f"equation not typeset: {t}" for t in info["untypeset"]]
     problems += [f"raw TeX in text: ...{t}..." for t in info["raw_tex"]]
-    problems += [f"math typeset outside any formula the parser marked: {t}" for t in info["stray"]]
+    problems += [
+        f"math typeset outside any formula the parser marked: {t}"
+        for t in info["stray"]
+    ]
     if info["maths"] and not info["mathjax"]:
         problems.append("page has math but MathJax did not load")
     return info, problems, page
@@ -101,39 +133,65 @@ def check_page(context, url: str) -> tuple[dict, list[str], object]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--site", type=Path, default=ROOT / "_docs", help="the built site (default: _docs)")
-    ap.add_argument("--install-browser", action="store_true", help="apt-get install chromium if it is missing")
-    ap.add_argument("--timeout", type=float, default=60, help="seconds allowed per page")
+    ap.add_argument(
+        "--site",
+        type=Path,
+        default=ROOT / "_docs",
+        help="the built site (default: _docs)",
+    )
+    ap.add_argument(
+        "--install-browser",
+        action="store_true",
+        help="apt-get install chromium if it is missing",
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=60, help="seconds allowed per page"
+    )
     args = ap.parse_args(argv)
     site = args.site.resolve()
     if not (site / "index.html").is_file():
-        print(f"docs/check.py: no built site at {site}/index.html: run `make docs` first", file=sys.stderr)
+        print(
+            f"docs/check.py: no built site at {site}/index.html: run `make docs` first",
+            file=sys.stderr,
+        )
         return 1
     chromium = find_chromium()
     if chromium is None and args.install_browser:
         install_chromium()
         chromium = find_chromium()
     if chromium is None:
-        print("docs/check.py: Chromium not found: install Debian's package (`sudo apt-get install chromium`) "
-              "or set CHROMIUM=/path/to/chromium", file=sys.stderr)
+        print(
+            "docs/check.py: Chromium not found: install Debian's package (`sudo apt-get install chromium`) "
+            "or set CHROMIUM=/path/to/chromium",
+            file=sys.stderr,
+        )
         return 1
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        print("docs/check.py: playwright is not installed: pip install -e '.[docs]' (make docs does it)",
-              file=sys.stderr)
+        print(
+            "docs/check.py: playwright is not installed: pip install -e '.[docs]' (make docs does it)",
+            file=sys.stderr,
+        )
         return 1
 
     screens = site / "_screens"
     shutil.rmtree(screens, ignore_errors=True)
     screens.mkdir()
-    t0, failed, totals = time.perf_counter(), 0, dict(pages=0, images=0, display=0, maths=0, screens=0)
+    t0, failed, totals = (
+        time.perf_counter(),
+        0,
+        dict(pages=0, images=0, display=0, maths=0, screens=0),
+    )
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.set_default_timeout(args.timeout * 1000)
         # Anything not local is refused before it leaves (and counted as a failure by check_page).
-        context.route(lambda url: not url.startswith(LOCAL), lambda route: route.abort("blockedbyclient"))
+        context.route(
+            lambda url: not url.startswith(LOCAL),
+            lambda route: route.abort("blockedbyclient"),
+        )
         for path in pages_of(site):
             rel = path.relative_to(site)
             info, problems, page = check_page(context, path.as_uri())
@@ -145,13 +203,17 @@ def main(argv=None) -> int:
             for k in ("images", "display", "maths"):
                 totals[k] += info[k]
             status = "FAIL" if problems else "ok"
-            print(f"{status:4} {rel}: {info['images']} images, {info['maths']} equations "
-                  f"({info['display']} display) typeset")
+            print(
+                f"{status:4} {rel}: {info['images']} images, {info['maths']} equations "
+                f"({info['display']} display) typeset"
+            )
             for msg in problems:
                 print(f"     {msg}")
             failed += bool(problems)
         # Offline search: the search page must find the word every notebook uses.
-        _, problems, page = check_page(context, (site / "search.html").as_uri() + "?q=attention")
+        _, problems, page = check_page(
+            context, (site / "search.html").as_uri() + "?q=attention"
+        )
         try:
             page.wait_for_selector("#search-results li", timeout=args.timeout * 1000)
             hits = page.locator("#search-results li").count()
@@ -160,14 +222,18 @@ def main(argv=None) -> int:
         page.close()
         if not hits:
             problems.append("search for 'attention' listed no results")
-        print(f"{'FAIL' if problems else 'ok':4} search.html?q=attention: {hits} results")
+        print(
+            f"{'FAIL' if problems else 'ok':4} search.html?q=attention: {hits} results"
+        )
         for msg in problems:
             print(f"     {msg}")
         failed += bool(problems)
         browser.close()
-    print(f"docs/check.py: {totals['pages']} pages, {totals['images']} images, {totals['maths']} equations "
-          f"({totals['display']} display), {totals['screens']} screenshots in {screens}, "
-          f"{failed} failing, {time.perf_counter() - t0:.0f} s")
+    print(
+        f"docs/check.py: {totals['pages']} pages, {totals['images']} images, {totals['maths']} equations "
+        f"({totals['display']} display), {totals['screens']} screenshots in {screens}, "
+        f"{failed} failing, {time.perf_counter() - t0:.0f} s"
+    )
     return 1 if failed else 0
 
 

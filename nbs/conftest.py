@@ -1,4 +1,5 @@
 """nbval ignores nbdev's directives; skip the cells that nbdev marks as not to be run in tests."""
+
 import re
 import pytest
 
@@ -10,4 +11,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         cell = getattr(item, "cell", None)
         if cell is not None and _SKIP.search(cell.get("source", "")):
-            item.add_marker(pytest.mark.skip(reason="nbdev directive: not run in tests"))
+            item.add_marker(
+                pytest.mark.skip(reason="nbdev directive: not run in tests")
+            )

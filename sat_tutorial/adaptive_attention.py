@@ -11,8 +11,19 @@ import torch
 import torch.nn as nn
 
 from .core import check_shape
-from .soft_attention import (Captioner, additive_scores, caption_nll, doubly_stochastic_penalty, fast_tanh_, lstm_cell,
-                                         rows_per_image, show_attention, StepOperand, target_mask, WarmupSteps)
+from sat_tutorial.soft_attention import (
+    Captioner,
+    additive_scores,
+    caption_nll,
+    doubly_stochastic_penalty,
+    fast_tanh_,
+    lstm_cell,
+    rows_per_image,
+    show_attention,
+    StepOperand,
+    target_mask,
+    WarmupSteps,
+)
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',
@@ -21,71 +32,114 @@ __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDec
 # %% ../nbs/10_adaptive_attention.ipynb #6d14965a
 class AdaptiveAttention(nn.Module):
     "Attention over L regions plus a visual sentinel: z_t, α̂_t = softmax([z_t; z_sentinel]), ĉ_t = β_t s_t + (1 − β_t) c_t."
+
     def __init__(self, hidden_dim: int, attention_dim: int):
         super().__init__()
-        self.W_v = nn.Linear(hidden_dim, attention_dim)                 # keys of the regions (with bias)
-        self.W_s = nn.Linear(hidden_dim, attention_dim)                 # key of the sentinel (with bias)
-        self.W_g = nn.Linear(hidden_dim, attention_dim, bias=False)     # query from h_t, shared by both
+        self.W_v = nn.Linear(
+            hidden_dim, attention_dim
+        )  # keys of the regions (with bias)
+        self.W_s = nn.Linear(
+            hidden_dim, attention_dim
+        )  # key of the sentinel (with bias)
+        self.W_g = nn.Linear(
+            hidden_dim, attention_dim, bias=False
+        )  # query from h_t, shared by both
         self.w_h = nn.Linear(attention_dim, 1, bias=False)
 
     def keys(self, V: torch.Tensor) -> torch.Tensor:
         "W_v V for every region, once per image: `(B, L, d)` → `(B, L, A)`."
         return self.W_v(V)
 
-    def scores(self, keys: torch.Tensor, h: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def scores(
+        self, keys: torch.Tensor, h: torch.Tensor, s: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         "z_t `(N, L)` for the regions (keys `(B, L, A)`) and the sentinel's score `(N, 1)`, queried by h_t `(N, d)`, N = k·B."
-        q = self.W_g(h)                                                  # (N, A)
-        z = additive_scores(keys, rows_per_image(q, keys.shape[0]), self.w_h)   # (B, k, L)
-        z_s = self.w_h(fast_tanh_(self.W_s(s) + q))                      # (N, A) -> (N, 1)
+        q = self.W_g(h)  # (N, A)
+        z = additive_scores(
+            keys, rows_per_image(q, keys.shape[0]), self.w_h
+        )  # (B, k, L)
+        z_s = self.w_h(fast_tanh_(self.W_s(s) + q))  # (N, A) -> (N, 1)
         return z.flatten(0, 1), z_s
 
     @staticmethod
     def combine(z: torch.Tensor, z_s: torch.Tensor, V: torch.Tensor, s: torch.Tensor):
         "α̂_t `(N, L+1)`, c_t `(N, d)` and ĉ_t `(N, d)` from the scores, the region features V `(B, L, d)` (or their `StepOperand`) and s_t `(N, d)`."
-        alpha_hat = torch.cat([z, z_s], -1).softmax(-1)                   # (N, L+1)
-        beta = alpha_hat[:, -1:]                                         # (N, 1)
-        alpha = rows_per_image(z.softmax(-1), V.shape[0])                # (B, k, L): where to look, if looking
-        c = (alpha @ V).flatten(0, 1)                                    # (B, k, L) @ (B, L, d) -> (N, d)
-        c_hat = beta * s + (1 - beta) * c                                # (N, d)
+        alpha_hat = torch.cat([z, z_s], -1).softmax(-1)  # (N, L+1)
+        beta = alpha_hat[:, -1:]  # (N, 1)
+        alpha = rows_per_image(
+            z.softmax(-1), V.shape[0]
+        )  # (B, k, L): where to look, if looking
+        c = (alpha @ V).flatten(0, 1)  # (B, k, L) @ (B, L, d) -> (N, d)
+        c_hat = beta * s + (1 - beta) * c  # (N, d)
         return alpha_hat, c, c_hat
 
-    def forward(self, keys: torch.Tensor, V: torch.Tensor, h: torch.Tensor, s: torch.Tensor,
-                closed: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        keys: torch.Tensor,
+        V: torch.Tensor,
+        h: torch.Tensor,
+        s: torch.Tensor,
+        closed: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`. `closed`: the sentinel's score is −∞, so β_t = 0 and ĉ_t = c_t."
         z, z_s = self.scores(keys, h, s)
-        if closed: z_s = z_s - float("inf")                             # −∞, still in the graph (DDP sees the parameters used)
+        if closed:
+            z_s = z_s - float(
+                "inf"
+            )  # −∞, still in the graph (DDP sees the parameters used)
         alpha_hat, _, c_hat = self.combine(z, z_s, V, s)
         return alpha_hat, c_hat
 
 # %% ../nbs/10_adaptive_attention.ipynb #6e607949
 class VisualSentinel(nn.Module):
     "s_t = g_t ⊙ tanh(m_t) with the sentinel gate g_t = σ(W_x x_t + W_h h_{t−1})."
+
     def __init__(self, input_dim: int, hidden_dim: int):
         super().__init__()
-        self.W_x = nn.Linear(input_dim, hidden_dim)                     # (with bias, like the LSTM's gates)
+        self.W_x = nn.Linear(
+            input_dim, hidden_dim
+        )  # (with bias, like the LSTM's gates)
         self.W_h = nn.Linear(hidden_dim, hidden_dim, bias=False)
 
-    def forward(self, Wx_x: torch.Tensor, h_prev: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, Wx_x: torch.Tensor, h_prev: torch.Tensor, m: torch.Tensor
+    ) -> torch.Tensor:
         "s_t `(B, d)` from W_x x_t `(B, d)` (precomputed: x_t is known before the step), h_{t−1} and m_t `(B, d)`."
-        g = torch.sigmoid(Wx_x + self.W_h(h_prev))                       # (B, d)
+        g = torch.sigmoid(Wx_x + self.W_h(h_prev))  # (B, d)
         return g * torch.tanh(m)
 
 # %% ../nbs/10_adaptive_attention.ipynb #decoder
 class AdaptiveDecoder(WarmupSteps, Captioner):
     "The weights and one step of Lu et al.'s decoder; `AdaptiveAttentionCaptioner` runs it over captions."
-    static_state = (2, 3, 4)                                                      # V, W_v V, v^g
+
+    static_state = (2, 3, 4)  # V, W_v V, v^g
     warmup_option = "sentinel_warmup"
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, sentinel_warmup: int = 0):
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        alpha_c: float = 0.0,
+        sentinel_warmup: int = 0,
+    ):
         "`sentinel_warmup`: training steps before the sentinel opens (*Beyond the paper*); 0 is the paper's model."
         super().__init__()
-        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
+        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = (
+            vocab_size,
+            feature_dim,
+            hidden_dim,
+            alpha_c,
+        )
         self.sentinel_warmup = sentinel_warmup
-        self._init_warmup()                                                       # train_steps (notebook 06)
-        self.embed = nn.Embedding(vocab_size, embed_dim)                          # w_t
-        self.W_a = nn.Linear(feature_dim, hidden_dim)                             # v_i = ReLU(W_a a_i)
-        self.W_b = nn.Linear(feature_dim, hidden_dim)                             # v^g = ReLU(W_b a^g)
-        self.lstm = nn.LSTMCell(embed_dim + hidden_dim, hidden_dim)               # x_t = [w_t; v^g]
+        self._init_warmup()  # train_steps (notebook 06)
+        self.embed = nn.Embedding(vocab_size, embed_dim)  # w_t
+        self.W_a = nn.Linear(feature_dim, hidden_dim)  # v_i = ReLU(W_a a_i)
+        self.W_b = nn.Linear(feature_dim, hidden_dim)  # v^g = ReLU(W_b a^g)
+        self.lstm = nn.LSTMCell(embed_dim + hidden_dim, hidden_dim)  # x_t = [w_t; v^g]
         self.sentinel = VisualSentinel(embed_dim + hidden_dim, hidden_dim)
         self.attention = AdaptiveAttention(hidden_dim, attention_dim)
         self.W_p = nn.Linear(hidden_dim, vocab_size)
@@ -97,23 +151,30 @@ class AdaptiveDecoder(WarmupSteps, Captioner):
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per image."
-        V = torch.relu(self.W_a(feats))                                           # (B, L, d)
-        v_g = torch.relu(self.W_b(feats.mean(1)))                                 # (B, d)
+        V = torch.relu(self.W_a(feats))  # (B, L, d)
+        v_g = torch.relu(self.W_b(feats.mean(1)))  # (B, d)
         h0 = feats.new_zeros(feats.shape[0], self.hidden_dim)
         return (h0, h0.clone(), V, self.attention.keys(V), v_g)
 
-    def _inputs(self, emb: torch.Tensor, v_g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _inputs(
+        self, emb: torch.Tensor, v_g: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         "W x_t + b (LSTM) and W_x x_t (sentinel) for x_t = [w_t; v^g], for one step `(B, E)` or all steps `(B, T, E)`."
-        vg = v_g if emb.dim() == 2 else v_g[:, None].expand(-1, emb.shape[1], -1)      # (B, d) or (B, T, d)
-        x = torch.cat([emb, vg], -1)                                                 # x_t = [w_t; v^g]
-        return x @ self.lstm.weight_ih.T + self.lstm.bias_ih + self.lstm.bias_hh, self.sentinel.W_x(x)
+        vg = (
+            v_g if emb.dim() == 2 else v_g[:, None].expand(-1, emb.shape[1], -1)
+        )  # (B, d) or (B, T, d)
+        x = torch.cat([emb, vg], -1)  # x_t = [w_t; v^g]
+        return (
+            x @ self.lstm.weight_ih.T + self.lstm.bias_ih + self.lstm.bias_hh,
+            self.sentinel.W_x(x),
+        )
 
     def _recurrence(self, gates_x, Wx_x, h, m, V, keys, closed=False):
         "One step from h_{t−1}, m_{t−1}: LSTM, sentinel, adaptive attention. Returns h_t, m_t, α̂_t, ĉ_t."
         h_prev = h
-        h, m = lstm_cell(gates_x + h_prev @ self.lstm.weight_hh.T, m)           # h_t, m_t
-        s = self.sentinel(Wx_x, h_prev, m)                                      # s_t
-        alpha_hat, c_hat = self.attention(keys, V, h, s, closed)                 # (B, L+1), (B, d)
+        h, m = lstm_cell(gates_x + h_prev @ self.lstm.weight_hh.T, m)  # h_t, m_t
+        s = self.sentinel(Wx_x, h_prev, m)  # s_t
+        alpha_hat, c_hat = self.attention(keys, V, h, s, closed)  # (B, L+1), (B, d)
         return h, m, alpha_hat, c_hat
 
     def _logits(self, h, c_hat):
@@ -123,20 +184,37 @@ class AdaptiveDecoder(WarmupSteps, Captioner):
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
 class AdaptiveAttentionCaptioner(AdaptiveDecoder):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
-    def unroll(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor | None = None):
+
+    def unroll(
+        self,
+        feats: torch.Tensor,
+        captions: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+    ):
         "Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the sentinel's weight β_t last."
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         h, m, V, keys, v_g = self.init_state(feats)
-        gates_x, Wx_x = self._inputs(self.embed(captions[:, :-1]), v_g)          # (B, T, 4d), (B, T, d)
-        if self.step_grads_once: V = StepOperand(V)                              # ∂/∂V formed once per batch (notebook 06)
+        gates_x, Wx_x = self._inputs(
+            self.embed(captions[:, :-1]), v_g
+        )  # (B, T, 4d), (B, T, d)
+        if self.step_grads_once:
+            V = StepOperand(V)  # ∂/∂V formed once per batch (notebook 06)
         hs, cs, alphas, closed = [], [], [], not self.sentinel_open()
         for t in range(gates_x.shape[1]):
-            h, m, alpha_hat, c_hat = self._recurrence(gates_x[:, t], Wx_x[:, t], h, m, V, keys, closed)
-            hs.append(h); cs.append(c_hat); alphas.append(alpha_hat)
-        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(alphas, 1)
+            h, m, alpha_hat, c_hat = self._recurrence(
+                gates_x[:, t], Wx_x[:, t], h, m, V, keys, closed
+            )
+            hs.append(h)
+            cs.append(c_hat)
+            alphas.append(alpha_hat)
+        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(
+            alphas, 1
+        )
 
-    def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
+    def forward(
+        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+    ):
         "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)`, which sums to 1 − β_t."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
         return logits, alpha_hat[..., :-1]
@@ -144,47 +222,96 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step: log p(y_t | …) `(B, V)`, the new state, spatial α̂_t `(B, L)` (sums to 1 − β_t)."
         h, m, V, keys, v_g = state
-        gates_x, Wx_x = self._inputs(self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0))   # v^g: (N, d)
-        h, m, alpha_hat, c_hat = self._recurrence(gates_x, Wx_x, h, m, V, keys, not self.sentinel_open())
-        return self._logits(h, c_hat).log_softmax(-1), (h, m, V, keys, v_g), alpha_hat[:, :-1]
+        gates_x, Wx_x = self._inputs(
+            self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0)
+        )  # v^g: (N, d)
+        h, m, alpha_hat, c_hat = self._recurrence(
+            gates_x, Wx_x, h, m, V, keys, not self.sentinel_open()
+        )
+        return (
+            self._logits(h, c_hat).log_softmax(-1),
+            (h, m, V, keys, v_g),
+            alpha_hat[:, :-1],
+        )
 
     def loss(self, feats, captions, lengths):
         "Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised α_t), and stats incl. mean 1 − β_t."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
-        self.count_training_step()                                                # for `sentinel_warmup`
+        self.count_training_step()  # for `sentinel_warmup`
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         mask = target_mask(captions, lengths)
-        looking = 1 - alpha_hat[..., -1]                                          # (B, T): 1 − β_t
+        looking = 1 - alpha_hat[..., -1]  # (B, T): 1 − β_t
         loss = nll.sum() / n_words
-        stats = {"nll": float(nll.detach().sum() / n_words), "grounding": float((looking.detach() * mask).sum() / n_words)}
+        stats = {
+            "nll": float(nll.detach().sum() / n_words),
+            "grounding": float((looking.detach() * mask).sum() / n_words),
+        }
         if self.alpha_c:
-            pen = doubly_stochastic_penalty(alpha_hat[..., :-1] / looking[..., None].clamp_min(1e-12), mask)   # on α_t
-            loss = loss + self.alpha_c * pen.sum() / n_words                        # per word, as in notebook 06
+            pen = doubly_stochastic_penalty(
+                alpha_hat[..., :-1] / looking[..., None].clamp_min(1e-12), mask
+            )  # on α_t
+            loss = (
+                loss + self.alpha_c * pen.sum() / n_words
+            )  # per word, as in notebook 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
 # %% ../nbs/10_adaptive_attention.ipynb #5870bc7c
-FUNCTION_WORDS = ("a", "the", "of", "above", "below", "to", "left", "right", "and", "there", "is", "are", "in", "picture")   # of the scenes' captions
+FUNCTION_WORDS = (
+    "a",
+    "the",
+    "of",
+    "above",
+    "below",
+    "to",
+    "left",
+    "right",
+    "and",
+    "there",
+    "is",
+    "are",
+    "in",
+    "picture",
+)  # of the scenes' captions
+
 
 def grounding_probability(attn: torch.Tensor) -> torch.Tensor:
     "1 − β_t from an adaptive captioner's spatial attention `(…, L)`: `(…)`."
     return attn.sum(-1)
+
 
 def spatial_map(attn: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
     "α_t, the normalised spatial attention (where the model looks if it looks) `(…, L)`."
     return attn / attn.sum(-1, keepdim=True).clamp_min(eps)
 
 # %% ../nbs/10_adaptive_attention.ipynb #7514167b
-def show_grounding(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[int, int], ncols: int = 6, title: str | None = None):
+def show_grounding(
+    image,
+    words: Sequence[str],
+    attn: torch.Tensor,
+    grid: tuple[int, int],
+    ncols: int = 6,
+    title: str | None = None,
+):
     "Per word: the normalised spatial map α_t over the image, and the visual grounding probability 1 − β_t as bars. Two figures."
     import matplotlib.pyplot as plt
+
     p = grounding_probability(torch.as_tensor(attn)).float()
-    maps = show_attention(image, [f"{w}  {q:.2f}" for w, q in zip(words, p.tolist())], spatial_map(torch.as_tensor(attn)), grid,
-                          ncols=ncols, title=title)
+    maps = show_attention(
+        image,
+        [f"{w}  {q:.2f}" for w, q in zip(words, p.tolist())],
+        spatial_map(torch.as_tensor(attn)),
+        grid,
+        ncols=ncols,
+        title=title,
+    )
     bars, ax = plt.subplots(figsize=(max(4, 0.55 * len(words)), 2.2))
     ax.bar(range(len(words)), p.numpy(), color="tab:orange")
-    ax.set_xticks(range(len(words))); ax.set_xticklabels(words, rotation=45, ha="right")
-    ax.set_ylim(0, 1); ax.set_ylabel(r"$1 - \beta_t$"); ax.set_title("visual grounding probability")
+    ax.set_xticks(range(len(words)))
+    ax.set_xticklabels(words, rotation=45, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(r"$1 - \beta_t$")
+    ax.set_title("visual grounding probability")
     bars.tight_layout()
     return maps, bars

@@ -21,17 +21,21 @@ __all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load
 @dataclass
 class CaptionResult:
     "One image's caption: its words, their total log-probability, and the attention of each word."
-    source: str                    # the file, or "image N" for an image given in memory
+
+    source: str  # the file, or "image N" for an image given in memory
     words: list[str]
-    logprob: float                 # Σ log p of the words (and of <end> when it was reached)
-    attention: torch.Tensor        # (n_words, g, g) on the grid, or (n_words, R) over regions
-    image: Any = None              # the image as the encoder saw it (PIL, resized and cropped)
-    boxes: torch.Tensor | None = None   # (R, 4) the regions, for region models
-    hard: bool = False             # one location read per word (hard attention, argmax or marginal reads)
-    finished: bool = True          # False if max_len cut the caption before <end>
+    logprob: float  # Σ log p of the words (and of <end> when it was reached)
+    attention: torch.Tensor  # (n_words, g, g) on the grid, or (n_words, R) over regions
+    image: Any = None  # the image as the encoder saw it (PIL, resized and cropped)
+    boxes: torch.Tensor | None = None  # (R, 4) the regions, for region models
+    hard: bool = (
+        False  # one location read per word (hard attention, argmax or marginal reads)
+    )
+    finished: bool = True  # False if max_len cut the caption before <end>
 
     @property
-    def text(self) -> str: return " ".join(self.words)
+    def text(self) -> str:
+        return " ".join(self.words)
 
     @property
     def locations(self) -> list[int] | None:
@@ -42,58 +46,106 @@ class CaptionResult:
         "The image, then each word's attention over it (a matplotlib figure)."
         if self.boxes is not None:
             from sat_tutorial.butd import show_region_attention
-            return show_region_attention(self.image, self.words, self.attention, self.boxes, ncols=ncols, title=title or self.text)
+
+            return show_region_attention(
+                self.image,
+                self.words,
+                self.attention,
+                self.boxes,
+                ncols=ncols,
+                title=title or self.text,
+            )
         from sat_tutorial.soft_attention import show_attention
-        return show_attention(self.image, self.words, self.attention.flatten(1), tuple(self.attention.shape[1:]),
-                              hard=self.hard, ncols=ncols, title=title or self.text)
+
+        return show_attention(
+            self.image,
+            self.words,
+            self.attention.flatten(1),
+            tuple(self.attention.shape[1:]),
+            hard=self.hard,
+            ncols=ncols,
+            title=title or self.text,
+        )
 
     show_attention = plot
 
-    def __repr__(self): return f"CaptionResult({self.source}: {self.text!r}, log p {self.logprob:.2f})"
+    def __repr__(self):
+        return f"CaptionResult({self.source}: {self.text!r}, log p {self.logprob:.2f})"
 
 # %% ../nbs/13_api.ipynb #2596706f
 def image_as_pil(image, name: str = "image"):
     "A path, PIL image, array `(H, W[, 3 or 4])` or tensor `(3 or 1, H, W)` (floats in [0, 1] or uint8) as an RGB PIL image; `name` goes into the error message."
     from PIL import Image
     from sat_tutorial.data import load_image, to_rgb
-    if isinstance(image, (str, os.PathLike)): return load_image(image)
-    if isinstance(image, Image.Image): return to_rgb(image)
-    if isinstance(image, np.ndarray):                                   # as numpy, PIL and scikit-image hold images
-        if image.ndim not in (2, 3) or (image.ndim == 3 and image.shape[2] not in (3, 4)):
-            raise InputError(f"{name}: an image array must be (H, W), (H, W, 3) or (H, W, 4), got shape {image.shape}")
+
+    if isinstance(image, (str, os.PathLike)):
+        return load_image(image)
+    if isinstance(image, Image.Image):
+        return to_rgb(image)
+    if isinstance(image, np.ndarray):  # as numpy, PIL and scikit-image hold images
+        if image.ndim not in (2, 3) or (
+            image.ndim == 3 and image.shape[2] not in (3, 4)
+        ):
+            raise InputError(
+                f"{name}: an image array must be (H, W), (H, W, 3) or (H, W, 4), got shape {image.shape}"
+            )
         if image.dtype != np.uint8:
-            if not np.issubdtype(image.dtype, np.floating) or not bool(((image >= 0) & (image <= 1)).all()):
-                raise InputError(f"{name}: an image array must hold floats in [0, 1] or uint8 values")
+            if not np.issubdtype(image.dtype, np.floating) or not bool(
+                ((image >= 0) & (image <= 1)).all()
+            ):
+                raise InputError(
+                    f"{name}: an image array must hold floats in [0, 1] or uint8 values"
+                )
             image = (image * 255).round().astype(np.uint8)
         return to_rgb(Image.fromarray(image))
-    if isinstance(image, torch.Tensor):                                 # as torchvision holds images
+    if isinstance(image, torch.Tensor):  # as torchvision holds images
         x = image
         if x.ndim != 3 or x.shape[0] not in (1, 3):
-            raise InputError(f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}")
+            raise InputError(
+                f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}"
+            )
         if x.dtype != torch.uint8:
             if not x.is_floating_point() or not bool(((x >= 0) & (x <= 1)).all()):
-                raise InputError(f"{name}: an image tensor must hold floats in [0, 1] or uint8 values")
+                raise InputError(
+                    f"{name}: an image tensor must hold floats in [0, 1] or uint8 values"
+                )
             x = (x * 255).round().to(torch.uint8)
         return Image.fromarray(x.expand(3, -1, -1).permute(1, 2, 0).cpu().numpy())
-    raise InputError(f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image, an (H, W, 3) array or a (3, H, W) tensor")
+    raise InputError(
+        f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image, an (H, W, 3) array or a (3, H, W) tensor"
+    )
 
 # %% ../nbs/13_api.ipynb #9e0d3ea5
 def set_reads(model, reads: str | None, checkpoint) -> None:
     "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
-    if reads is None: return
-    members = list(getattr(model, "members", [model]))                         # an ensemble: its hard-attention members
+    if reads is None:
+        return
+    members = list(
+        getattr(model, "members", [model])
+    )  # an ensemble: its hard-attention members
     hard = [m for m in members if hasattr(m, "marginal_k")]
     if not hard:
-        raise InputError(f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
-                         + " and ".join(type(m).__name__ for m in members))
-    for m in hard: m.inference = reads
+        raise InputError(
+            f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
+            + " and ".join(type(m).__name__ for m in members)
+        )
+    for m in hard:
+        m.inference = reads
 
 # %% ../nbs/13_api.ipynb #a91c0003
 class ImageCaptioner:
     "A trained captioner (or an ensemble) with its encoder, vocabulary and image transform: call it on images to caption them."
+
     def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
         from sat_tutorial.training import input_size, transform_for
-        self.encoder, self.model, self.vocab, self.cfg, self.device = encoder, model, vocab, cfg, device
+
+        self.encoder, self.model, self.vocab, self.cfg, self.device = (
+            encoder,
+            model,
+            vocab,
+            cfg,
+            device,
+        )
         self.checkpoints, self.size = list(checkpoints), input_size(cfg)
         self.transform = transform_for(cfg)
         self.needs_boxes = bool(getattr(encoder, "needs_boxes", False))
@@ -106,67 +158,145 @@ class ImageCaptioner:
     def prepare(self, image, name: str = "image"):
         "A path, PIL image, array `(H, W[, 3])` or tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
         from PIL import Image
+
         im = image_as_pil(image, name)
-        if self.cfg.encoder in ("scene_cnn", "scene_regions"):         # the 64-pixel scenes, read as they are
-            if im.size != (self.size, self.size): im = im.resize((self.size, self.size), Image.BILINEAR)
-        else:                                                           # what image_transform does before ToTensor
+        if self.cfg.encoder in (
+            "scene_cnn",
+            "scene_regions",
+        ):  # the 64-pixel scenes, read as they are
+            if im.size != (self.size, self.size):
+                im = im.resize((self.size, self.size), Image.BILINEAR)
+        else:  # what image_transform does before ToTensor
             from torchvision import transforms as T
+
             im = T.CenterCrop(self.size)(T.Resize(self.size)(im))
         return im, self.transform(im)
 
     @torch.no_grad()
-    def features(self, images: torch.Tensor, boxes: torch.Tensor | None = None) -> torch.Tensor:
+    def features(
+        self, images: torch.Tensor, boxes: torch.Tensor | None = None
+    ) -> torch.Tensor:
         "Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and region boxes `(B, R, 4)` for region encoders)."
         from sat_tutorial.soft_attention import encode
+
         return encode(self.encoder, images, boxes, self.device).float()
 
     @torch.no_grad()
-    def decode(self, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False):
+    def decode(
+        self,
+        feats: torch.Tensor,
+        beam_size: int = 3,
+        max_len: int = 20,
+        length_norm: float = 0.0,
+        no_unk: bool = False,
+    ):
         "`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per image."
         from sat_tutorial.decoding import decode
-        positive_int.check(beam_size, "beam_size"); positive_int.check(max_len, "max_len"); nonneg_float.check(length_norm, "length_norm")
-        return decode(self.model, feats.to(self.device), beam_size, max_len, [self.vocab.unk] if no_unk else (), length_norm)
 
-    def __call__(self, images, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0, no_unk: bool = False,
-                 batch_size: int = 16, boxes=None):
+        positive_int.check(beam_size, "beam_size")
+        positive_int.check(max_len, "max_len")
+        nonneg_float.check(length_norm, "length_norm")
+        return decode(
+            self.model,
+            feats.to(self.device),
+            beam_size,
+            max_len,
+            [self.vocab.unk] if no_unk else (),
+            length_norm,
+        )
+
+    def __call__(
+        self,
+        images,
+        beam_size: int = 3,
+        max_len: int = 20,
+        length_norm: float = 0.0,
+        no_unk: bool = False,
+        batch_size: int = 16,
+        boxes=None,
+    ):
         "Caption one image (→ a `CaptionResult`) or a list of them (→ a list), `batch_size` at a time; `boxes`: each image's regions `(R, 4)` for region models."
         single = not isinstance(images, (list, tuple))
         items = [images] if single else list(images)
-        if boxes is not None and single: boxes = [boxes]
+        if boxes is not None and single:
+            boxes = [boxes]
         if self.needs_boxes and (boxes is None or len(boxes) != len(items)):
-            raise InputError(f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): give each image's boxes, boxes=[(R, 4), …]")
+            raise InputError(
+                f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): give each image's boxes, boxes=[(R, 4), …]"
+            )
         positive_int.check(batch_size, "batch_size")
         out = []
         for s in range(0, len(items), batch_size):
-            names = [str(x) if isinstance(x, (str, os.PathLike)) else f"image {s + i}" for i, x in enumerate(items[s:s + batch_size])]
-            shown, xs = zip(*(self.prepare(x, n) for x, n in zip(items[s:s + batch_size], names)))
-            bx = torch.stack([torch.as_tensor(b, dtype=torch.float32) for b in boxes[s:s + batch_size]]) if self.needs_boxes else None
-            caps = self.decode(self.features(torch.stack(xs), bx), beam_size, max_len, length_norm, no_unk)
+            names = [
+                str(x) if isinstance(x, (str, os.PathLike)) else f"image {s + i}"
+                for i, x in enumerate(items[s : s + batch_size])
+            ]
+            shown, xs = zip(
+                *(self.prepare(x, n) for x, n in zip(items[s : s + batch_size], names))
+            )
+            bx = (
+                torch.stack(
+                    [
+                        torch.as_tensor(b, dtype=torch.float32)
+                        for b in boxes[s : s + batch_size]
+                    ]
+                )
+                if self.needs_boxes
+                else None
+            )
+            caps = self.decode(
+                self.features(torch.stack(xs), bx),
+                beam_size,
+                max_len,
+                length_norm,
+                no_unk,
+            )
             for k, (n, im, c) in enumerate(zip(names, shown, caps)):
-                a = c.attn.float().cpu()                                   # (n_words, L)
+                a = c.attn.float().cpu()  # (n_words, L)
                 if bx is None:
-                    g = int(round(a.shape[1] ** 0.5)); a = a.reshape(len(a), g, g)
-                out.append(CaptionResult(n, self.vocab.decode(c.tokens), float(c.logprob), a, im,
-                                         None if bx is None else bx[k], self.hard, c.finished))
+                    g = int(round(a.shape[1] ** 0.5))
+                    a = a.reshape(len(a), g, g)
+                out.append(
+                    CaptionResult(
+                        n,
+                        self.vocab.decode(c.tokens),
+                        float(c.logprob),
+                        a,
+                        im,
+                        None if bx is None else bx[k],
+                        self.hard,
+                        c.finished,
+                    )
+                )
         return out[0] if single else out
 
     def __repr__(self):
         return f"ImageCaptioner({' + '.join(self.checkpoints)}: {self.cfg.model} on {self.cfg.data}, {self.cfg.encoder}, {len(self.vocab)} words)"
 
 # %% ../nbs/13_api.ipynb #104ec58e
-def load_captioner(checkpoint, device=None, reads: str | None = None, live: bool = False) -> ImageCaptioner:
+def load_captioner(
+    checkpoint, device=None, reads: str | None = None, live: bool = False
+) -> ImageCaptioner:
     """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of them (an ensemble, notebook 08). `device`: None or
     'auto' for a GPU where there is one; `reads`: hard attention's test-time reading (argmax, marginal, expected); `live`: a run with
     --ema decoded with its last training weights."""
     from dataclasses import replace
     from sat_tutorial.encoders import build_encoder
     from sat_tutorial.training import load_ensemble
-    paths = [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
-    if not paths: raise InputError("load_captioner needs a checkpoint")
+
+    paths = (
+        [checkpoint] if isinstance(checkpoint, (str, os.PathLike)) else list(checkpoint)
+    )
+    if not paths:
+        raise InputError("load_captioner needs a checkpoint")
     dev = get_device(device)
     enc, model, vocab, cfg = load_ensemble(paths, dev, live=live)
     set_reads(model, reads, " + ".join(map(str, paths)))
-    if cfg.features:   # trained on stored features: run the backbone that made them
-        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid).to(dev).eval()
+    if cfg.features:  # trained on stored features: run the backbone that made them
+        enc = (
+            build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid)
+            .to(dev)
+            .eval()
+        )
         cfg = replace(cfg, features=None)
     return ImageCaptioner(enc, model, vocab, cfg, dev, [str(p) for p in paths])

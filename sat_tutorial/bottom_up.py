@@ -18,94 +18,169 @@ import torch.nn as nn
 __all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'read_bottom_up_tsv', 'load_bottom_up_npz']
 
 # %% ../nbs/11b_bottom_up.ipynb #1316111d
-def load_detector(weights="DEFAULT", name: str = "fasterrcnn_resnet50_fpn", **kwargs) -> nn.Module:
+def load_detector(
+    weights="DEFAULT", name: str = "fasterrcnn_resnet50_fpn", **kwargs
+) -> nn.Module:
     "A torchvision detector in eval mode; `weights`: 'DEFAULT' or a weights name (torchvision cache), a state-dict file, or None (random)."
     import torchvision
-    kw = {"weights_backbone": None, "box_score_thresh": 0.0, "box_detections_per_img": 300, **kwargs}
-    if weights is None: return torchvision.models.get_model(name, weights=None, **kw).eval()
+
+    kw = {
+        "weights_backbone": None,
+        "box_score_thresh": 0.0,
+        "box_detections_per_img": 300,
+        **kwargs,
+    }
+    if weights is None:
+        return torchvision.models.get_model(name, weights=None, **kw).eval()
     path = Path(str(weights))
     if path.suffix in (".pth", ".pt") or path.is_file():
-        if not path.is_file(): raise FileNotFoundError(f"detector weights file {path} does not exist")
+        if not path.is_file():
+            raise FileNotFoundError(f"detector weights file {path} does not exist")
         m = torchvision.models.get_model(name, weights=None, **kw)
-        try: m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        except Exception as e: raise ValueError(f"{path} is not a state dict of {name}: {e}") from None
+        try:
+            m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        except Exception as e:
+            raise ValueError(f"{path} is not a state dict of {name}: {e}") from None
         return m.eval()
     enum = torchvision.models.get_model_weights(name)
     if str(weights) != "DEFAULT" and str(weights) not in enum.__members__:
-        raise ValueError(f"unknown {name} weights {weights!r}: use 'DEFAULT', one of {list(enum.__members__)}, a state-dict file or None")
+        raise ValueError(
+            f"unknown {name} weights {weights!r}: use 'DEFAULT', one of {list(enum.__members__)}, a state-dict file or None"
+        )
     w = enum.DEFAULT if str(weights) == "DEFAULT" else enum[str(weights)]
-    try: return torchvision.models.get_model(name, weights=w, **kw).eval()
-    except Exception as e:          # offline: URLError; a truncated cache file: RuntimeError
+    try:
+        return torchvision.models.get_model(name, weights=w, **kw).eval()
+    except Exception as e:  # offline: URLError; a truncated cache file: RuntimeError
         file = Path(w.url).name
-        raise FileNotFoundError(f"could not load the {name} weights {w} ({type(e).__name__}: {e}). Without a network, put "
-                                f"{file} (from {w.url}) at {Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a state-dict file") from None
+        raise FileNotFoundError(
+            f"could not load the {name} weights {w} ({type(e).__name__}: {e}). Without a network, put "
+            f"{file} (from {w.url}) at {Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a state-dict file"
+        ) from None
+
 
 @torch.no_grad()
-def detect_regions(detector: nn.Module, images: Sequence[torch.Tensor], n_regions: int = 36, iou: float = 0.3) -> torch.Tensor:
+def detect_regions(
+    detector: nn.Module,
+    images: Sequence[torch.Tensor],
+    n_regions: int = 36,
+    iou: float = 0.3,
+) -> torch.Tensor:
     "The `n_regions` most confident boxes `(B, R, 4)` per image (`(3, H, W)`, values in [0, 1]), duplicates removed, padded with the whole image."
     from torchvision.ops import nms
+
     detector.eval()
     out = []
     for img, d in zip(images, detector(list(images))):
-        keep = nms(d["boxes"], d["scores"], iou)[:n_regions]                       # most confident first
+        keep = nms(d["boxes"], d["scores"], iou)[:n_regions]  # most confident first
         b = d["boxes"][keep]
         if len(b) < n_regions:
             H, W = img.shape[-2:]
-            b = torch.cat([b, b.new_tensor([[0, 0, W, H]]).expand(n_regions - len(b), 4)])
+            b = torch.cat(
+                [b, b.new_tensor([[0, 0, W, H]]).expand(n_regions - len(b), 4)]
+            )
         out.append(b)
-    return torch.stack(out)                                                         # (B, R, 4)
+    return torch.stack(out)  # (B, R, 4)
 
 # %% ../nbs/11b_bottom_up.ipynb #3808b963
 @dataclass
 class RegionFeatures:
     "Precomputed bottom-up features of one image."
+
     image_id: str
-    boxes: np.ndarray | None      # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
-    features: np.ndarray          # (R, D)
+    boxes: (
+        np.ndarray | None
+    )  # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
+    features: np.ndarray  # (R, D)
     image_w: int | None = None
     image_h: int | None = None
 
+
 TSV_FIELDS = ("image_id", "image_w", "image_h", "num_boxes", "boxes", "features")
+
 
 def _b64_rows(s: str, rows: int, what: str, where: str) -> np.ndarray:
     "A base64 float32 field as an array of `rows` rows."
-    try: buf = base64.b64decode(s, validate=True)
-    except (ValueError, TypeError) as e: raise ValueError(f"{where}: field '{what}' is not base64 ({e})") from None
-    if rows <= 0 or len(buf) % (4 * rows): raise ValueError(f"{where}: field '{what}' has {len(buf)} bytes, not {rows} rows of float32")
+    try:
+        buf = base64.b64decode(s, validate=True)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{where}: field '{what}' is not base64 ({e})") from None
+    if rows <= 0 or len(buf) % (4 * rows):
+        raise ValueError(
+            f"{where}: field '{what}' has {len(buf)} bytes, not {rows} rows of float32"
+        )
     return np.frombuffer(buf, dtype=np.float32).reshape(rows, -1)
+
 
 def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
     "Stream the images of a bottom-up-attention TSV file (fields `TSV_FIELDS`, arrays as base64 float32)."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"feature file {path} does not exist")
-    csv.field_size_limit(min(sys.maxsize, 2**31 - 1))             # one field holds a whole image's features
+    if not path.is_file():
+        raise FileNotFoundError(f"feature file {path} does not exist")
+    csv.field_size_limit(
+        min(sys.maxsize, 2**31 - 1)
+    )  # one field holds a whole image's features
     with open(path, newline="") as f:
         for n, row in enumerate(csv.reader(f, delimiter="\t"), 1):
             where = f"{path}, line {n}"
             if len(row) < len(TSV_FIELDS):
-                raise ValueError(f"{where}: {len(row)} tab-separated fields, expected {len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})")
-            try: w, h, k = (int(s) for s in row[1:4])
-            except ValueError: raise ValueError(f"{where}: image_w, image_h, num_boxes must be integers, got {row[1:4]}") from None
-            boxes, feats = _b64_rows(row[4], k, "boxes", where), _b64_rows(row[5], k, "features", where)
-            if boxes.shape[1] != 4: raise ValueError(f"{where}: {boxes.shape[1]} numbers per box, expected 4")
+                raise ValueError(
+                    f"{where}: {len(row)} tab-separated fields, expected {len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})"
+                )
+            try:
+                w, h, k = (int(s) for s in row[1:4])
+            except ValueError:
+                raise ValueError(
+                    f"{where}: image_w, image_h, num_boxes must be integers, got {row[1:4]}"
+                ) from None
+            boxes, feats = (
+                _b64_rows(row[4], k, "boxes", where),
+                _b64_rows(row[5], k, "features", where),
+            )
+            if boxes.shape[1] != 4:
+                raise ValueError(
+                    f"{where}: {boxes.shape[1]} numbers per box, expected 4"
+                )
             yield RegionFeatures(row[0], boxes, feats, w, h)
+
 
 def load_bottom_up_npz(path) -> RegionFeatures:
     "One image's features from an .npz: `x` or `feat` `(R, D)` (or `(D, R)`), and `bbox` `(R, 4)` where present."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"feature file {path} does not exist")
+    if not path.is_file():
+        raise FileNotFoundError(f"feature file {path} does not exist")
     try:
-        with np.load(path, allow_pickle=False) as z: arrays = {k: z[k] for k in z.files}
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise ValueError(f"{path} is not a readable .npz file ({type(e).__name__}: {e})") from None
+        raise ValueError(
+            f"{path} is not a readable .npz file ({type(e).__name__}: {e})"
+        ) from None
     key = next((k for k in ("x", "feat", "features") if k in arrays), None)
-    if key is None: raise ValueError(f"{path}: no feature array 'x' or 'feat' (it holds {sorted(arrays)})")
-    feats, boxes = arrays[key].astype(np.float32), arrays.get("bbox", arrays.get("boxes"))
-    if feats.ndim != 2: raise ValueError(f"{path}: '{key}' has shape {feats.shape}, expected (R, D)")
+    if key is None:
+        raise ValueError(
+            f"{path}: no feature array 'x' or 'feat' (it holds {sorted(arrays)})"
+        )
+    feats, boxes = (
+        arrays[key].astype(np.float32),
+        arrays.get("bbox", arrays.get("boxes")),
+    )
+    if feats.ndim != 2:
+        raise ValueError(f"{path}: '{key}' has shape {feats.shape}, expected (R, D)")
     if boxes is not None:
         boxes = boxes.astype(np.float32)
-        if boxes.ndim != 2 or boxes.shape[1] != 4: raise ValueError(f"{path}: 'bbox' has shape {boxes.shape}, expected (R, 4)")
-        if feats.shape[0] != len(boxes) and feats.shape[1] == len(boxes): feats = feats.T      # stored (D, R)
-        if feats.shape[0] != len(boxes): raise ValueError(f"{path}: {len(boxes)} boxes but '{key}' has shape {feats.shape}")
-    size = {k: int(arrays[k]) for k in ("image_w", "image_h") if k in arrays and arrays[k].size == 1}
-    return RegionFeatures(path.stem, boxes, feats, size.get("image_w"), size.get("image_h"))
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise ValueError(f"{path}: 'bbox' has shape {boxes.shape}, expected (R, 4)")
+        if feats.shape[0] != len(boxes) and feats.shape[1] == len(boxes):
+            feats = feats.T  # stored (D, R)
+        if feats.shape[0] != len(boxes):
+            raise ValueError(
+                f"{path}: {len(boxes)} boxes but '{key}' has shape {feats.shape}"
+            )
+    size = {
+        k: int(arrays[k])
+        for k in ("image_w", "image_h")
+        if k in arrays and arrays[k].size == 1
+    }
+    return RegionFeatures(
+        path.stem, boxes, feats, size.get("image_w"), size.get("image_h")
+    )

@@ -15,8 +15,16 @@ import torch.nn as nn
 from .core import check_shape
 from .data import ImageRecord
 from .scenes import IMAGE_SIZE
-from .soft_attention import (Captioner, SoftAttention, StepOperand, caption_nll, doubly_stochastic_penalty, lstm_cell,
-                                         rows_per_image, target_mask)
+from sat_tutorial.soft_attention import (
+    Captioner,
+    SoftAttention,
+    StepOperand,
+    caption_nll,
+    doubly_stochastic_penalty,
+    lstm_cell,
+    rows_per_image,
+    target_mask,
+)
 
 # %% auto #0
 __all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show_region_attention', 'BUTDCaptioner']
@@ -24,45 +32,88 @@ __all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show
 # %% ../nbs/11_butd.ipynb #paperbutd
 class PaperBUTDCaptioner(Captioner):
     "The top-down captioner of Anderson et al. 2018 (§3.2) as the paper writes it: attention LSTM, attention over the regions, language LSTM."
-    static_state = (4, 5, 6)                                                        # v, v̄, keys: once per image
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0):
+
+    static_state = (4, 5, 6)  # v, v̄, keys: once per image
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        alpha_c: float = 0.0,
+    ):
         super().__init__()
-        self.vocab_size, self.feature_dim, self.embed_dim, self.hidden_dim = vocab_size, feature_dim, embed_dim, hidden_dim
-        self.alpha_c = alpha_c                                                      # 0: the paper's plain cross-entropy
-        self.embed = nn.Embedding(vocab_size, embed_dim)                            # W_e (Π_t: the one-hot word)
-        self.att_lstm = nn.LSTMCell(hidden_dim + feature_dim + embed_dim, hidden_dim)   # LSTM¹ on x¹_t = [h²_{t−1}; v̄; W_e Π_t]
-        self.attention = SoftAttention(feature_dim, hidden_dim, attention_dim)     # W_va, W_ha, w_a
-        self.lang_lstm = nn.LSTMCell(feature_dim + hidden_dim, hidden_dim)         # LSTM² on x²_t = [v̂_t; h¹_t]
-        self.W_p = nn.Linear(hidden_dim, vocab_size)                               # W_p, b_p
+        self.vocab_size, self.feature_dim, self.embed_dim, self.hidden_dim = (
+            vocab_size,
+            feature_dim,
+            embed_dim,
+            hidden_dim,
+        )
+        self.alpha_c = alpha_c  # 0: the paper's plain cross-entropy
+        self.embed = nn.Embedding(vocab_size, embed_dim)  # W_e (Π_t: the one-hot word)
+        self.att_lstm = nn.LSTMCell(
+            hidden_dim + feature_dim + embed_dim, hidden_dim
+        )  # LSTM¹ on x¹_t = [h²_{t−1}; v̄; W_e Π_t]
+        self.attention = SoftAttention(
+            feature_dim, hidden_dim, attention_dim
+        )  # W_va, W_ha, w_a
+        self.lang_lstm = nn.LSTMCell(
+            feature_dim + hidden_dim, hidden_dim
+        )  # LSTM² on x²_t = [v̂_t; h¹_t]
+        self.W_p = nn.Linear(hidden_dim, vocab_size)  # W_p, b_p
         self.dropout = nn.Dropout(dropout)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h¹, c¹, h², c², v, v̄, keys): zero LSTM states; v̄ and W_va v_i once per image."
-        zero = feats.new_zeros(feats.shape[0], self.hidden_dim)                    # (B, H)
-        return (zero, zero, zero, zero, feats, feats.mean(1), self.attention.keys(feats))   # v̄ (B, D), keys (B, R, A)
+        zero = feats.new_zeros(feats.shape[0], self.hidden_dim)  # (B, H)
+        return (
+            zero,
+            zero,
+            zero,
+            zero,
+            feats,
+            feats.mean(1),
+            self.attention.keys(feats),
+        )  # v̄ (B, D), keys (B, R, A)
 
     def _recurrence(self, w_e: torch.Tensor, state: tuple):
         "One step for N = k·B rows (an image's k rows together) from W_e Π_t `(N, E)`: the new state and α_t `(N, R)`."
         h1, c1, h2, c2, v, v_bar, keys = state
-        v_bar_rows = v_bar.repeat_interleave(len(h2) // len(v_bar), 0)             # (N, D): each row its image's v̄
-        x1 = torch.cat([h2, v_bar_rows, w_e], 1)                                   # x¹_t = [h²_{t−1}; v̄; W_e Π_t]   (N, H + D + E)
-        h1, c1 = self.att_lstm(x1, (h1, c1))                                       # h¹_t   (N, H)
-        alpha, v_hat = self.attention(keys, v, h1)                                 # α_t (N, R); v̂_t = Σ_i α_{i,t} v_i (N, D)
-        x2 = torch.cat([v_hat, h1], 1)                                             # x²_t = [v̂_t; h¹_t]   (N, D + H)
-        h2, c2 = self.lang_lstm(x2, (h2, c2))                                      # h²_t   (N, H)
+        v_bar_rows = v_bar.repeat_interleave(
+            len(h2) // len(v_bar), 0
+        )  # (N, D): each row its image's v̄
+        x1 = torch.cat(
+            [h2, v_bar_rows, w_e], 1
+        )  # x¹_t = [h²_{t−1}; v̄; W_e Π_t]   (N, H + D + E)
+        h1, c1 = self.att_lstm(x1, (h1, c1))  # h¹_t   (N, H)
+        alpha, v_hat = self.attention(
+            keys, v, h1
+        )  # α_t (N, R); v̂_t = Σ_i α_{i,t} v_i (N, D)
+        x2 = torch.cat([v_hat, h1], 1)  # x²_t = [v̂_t; h¹_t]   (N, D + H)
+        h2, c2 = self.lang_lstm(x2, (h2, c2))  # h²_t   (N, H)
         return (h1, c1, h2, c2, v, v_bar, keys), alpha
 
-    def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
+    def forward(
+        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+    ):
         "Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T = captions.shape[1] − 1 steps."
         dims = check_shape(feats, ("B", "R", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
-        state, w_e = self.init_state(feats), self.embed(captions[:, :-1])         # W_e Π_t for every step: (B, T, E)
+        state, w_e = (
+            self.init_state(feats),
+            self.embed(captions[:, :-1]),
+        )  # W_e Π_t for every step: (B, T, E)
         h2s, alphas = [], []
         for t in range(w_e.shape[1]):
             state, alpha = self._recurrence(w_e[:, t], state)
-            h2s.append(state[2]); alphas.append(alpha)
-        return self.W_p(self.dropout(torch.stack(h2s, 1))), torch.stack(alphas, 1)   # W_p h²_t + b_p: (B, T, V); α (B, T, R)
+            h2s.append(state[2])
+            alphas.append(alpha)
+        return self.W_p(self.dropout(torch.stack(h2s, 1))), torch.stack(
+            alphas, 1
+        )  # W_p h²_t + b_p: (B, T, V); α (B, T, R)
 
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t `(N, R)`."
@@ -77,7 +128,9 @@ class PaperBUTDCaptioner(Captioner):
         stats = {"nll": float(loss.detach())}
         if self.alpha_c:
             pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-            loss = loss + self.alpha_c * pen.sum() / n_words                        # per word, as in notebook 06
+            loss = (
+                loss + self.alpha_c * pen.sum() / n_words
+            )  # per word, as in notebook 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
@@ -88,104 +141,191 @@ def _inside(box, other) -> float:
     ih = max(0, min(box[3], other[3]) - max(box[1], other[1]))
     return iw * ih / max((box[2] - box[0]) * (box[3] - box[1]), 1e-12)
 
-def scene_distractors(rng: np.random.Generator, objects: Sequence, n: int, height: int, width: int,
-                      side: tuple[int, int] = (6, 24), max_inside: float = 0.25, tries: int = 200) -> list[list[int]]:
+
+def scene_distractors(
+    rng: np.random.Generator,
+    objects: Sequence,
+    n: int,
+    height: int,
+    width: int,
+    side: tuple[int, int] = (6, 24),
+    max_inside: float = 0.25,
+    tries: int = 200,
+) -> list[list[int]]:
     "`n` boxes of background: at most `max_inside` of each one's area inside any object box, none a near-copy of another."
     out = []
     for _ in range(n):
         for _ in range(tries):
             w, h = (int(s) for s in rng.integers(side[0], side[1] + 1, size=2))
-            x0, y0 = int(rng.integers(0, width - w + 1)), int(rng.integers(0, height - h + 1))
+            x0, y0 = (
+                int(rng.integers(0, width - w + 1)),
+                int(rng.integers(0, height - h + 1)),
+            )
             b = [x0, y0, x0 + w, y0 + h]
-            if all(_inside(b, o) <= max_inside for o in objects) and all(_inside(b, d) < 0.7 for d in out): break
-        out.append(b)                       # after `tries` misses (a crowded scene), the last candidate
+            if all(_inside(b, o) <= max_inside for o in objects) and all(
+                _inside(b, d) < 0.7 for d in out
+            ):
+                break
+        out.append(b)  # after `tries` misses (a crowded scene), the last candidate
     return out
 
-def add_scene_regions(records: Sequence[ImageRecord], n_regions: int = 6, seed: int = 0) -> list[ImageRecord]:
+
+def add_scene_regions(
+    records: Sequence[ImageRecord], n_regions: int = 6, seed: int = 0
+) -> list[ImageRecord]:
     "Set `record.extra['regions']`: the objects' boxes plus distractors, `n_regions` in all, shuffled; the same in every call."
     for r in records:
-        if "boxes" not in r.extra: raise ValueError(f"{r.filename}: the record has no object 'boxes' (add_scene_regions is for scenes)")
+        if "boxes" not in r.extra:
+            raise ValueError(
+                f"{r.filename}: the record has no object 'boxes' (add_scene_regions is for scenes)"
+            )
         objs = [[int(v) for v in b] for b in r.extra["boxes"]]
-        if len(objs) > n_regions: raise ValueError(f"{r.filename}: {len(objs)} objects do not fit in n_regions={n_regions}")
-        H, W = r.array.shape[:2] if r.array is not None else (r.extra.get("height", IMAGE_SIZE), r.extra.get("width", IMAGE_SIZE))
-        rng = np.random.default_rng([seed, zlib.crc32(r.filename.encode())])    # per image, not per list position
+        if len(objs) > n_regions:
+            raise ValueError(
+                f"{r.filename}: {len(objs)} objects do not fit in n_regions={n_regions}"
+            )
+        H, W = (
+            r.array.shape[:2]
+            if r.array is not None
+            else (r.extra.get("height", IMAGE_SIZE), r.extra.get("width", IMAGE_SIZE))
+        )
+        rng = np.random.default_rng(
+            [seed, zlib.crc32(r.filename.encode())]
+        )  # per image, not per list position
         boxes = objs + scene_distractors(rng, objs, n_regions - len(objs), H, W)
         r.extra["regions"] = [boxes[i] for i in rng.permutation(n_regions)]
     return list(records)
 
 # %% ../nbs/11_butd.ipynb #0676a88e
-def show_region_attention(image, words: Sequence[str], attn, boxes, ncols: int = 6, title: str | None = None):
+def show_region_attention(
+    image, words: Sequence[str], attn, boxes, ncols: int = 6, title: str | None = None
+):
     "The image with its numbered region boxes, then one panel per word with each box drawn as strongly as that word's α on it."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
     img = np.asarray(image)
-    attn, boxes = torch.as_tensor(attn).float(), torch.as_tensor(boxes).float()           # (n_words, R), (R, 4)
+    attn, boxes = (
+        torch.as_tensor(attn).float(),
+        torch.as_tensor(boxes).float(),
+    )  # (n_words, R), (R, 4)
     n = len(words) + 1
     nrows = (n + ncols - 1) // ncols
-    fig, axs = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False)
+    fig, axs = plt.subplots(
+        nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False
+    )
     axs = list(axs.flat)
-    def draw(ax, i, a, label=False):               # white: no scene object is white, the background is grey
+
+    def draw(
+        ax, i, a, label=False
+    ):  # white: no scene object is white, the background is grey
         x0, y0, x1, y1 = boxes[i].tolist()
-        ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fc=(1, 1, 1, 0.25 * a), ec=(1, 1, 1, 0.15 + 0.85 * a), lw=0.5 + 4 * a))
-        if label: ax.text(x0 + 1, y0 + 1, str(i), color="white", fontsize=7, va="top")
-    if title: fig.suptitle(title, fontsize=9)
-    axs[0].imshow(img); axs[0].set_title("regions", fontsize=9)
-    for i in range(len(boxes)): draw(axs[0], i, 0.6, label=True)
+        ax.add_patch(
+            Rectangle(
+                (x0 - 0.5, y0 - 0.5),
+                x1 - x0,
+                y1 - y0,
+                fc=(1, 1, 1, 0.25 * a),
+                ec=(1, 1, 1, 0.15 + 0.85 * a),
+                lw=0.5 + 4 * a,
+            )
+        )
+        if label:
+            ax.text(x0 + 1, y0 + 1, str(i), color="white", fontsize=7, va="top")
+
+    if title:
+        fig.suptitle(title, fontsize=9)
+    axs[0].imshow(img)
+    axs[0].set_title("regions", fontsize=9)
+    for i in range(len(boxes)):
+        draw(axs[0], i, 0.6, label=True)
     for k, (w, a) in enumerate(zip(words, attn)):
         ax = axs[k + 1]
         ax.imshow(img)
-        for i in a.argsort().tolist(): draw(ax, i, float(a[i]))                 # the strongest box drawn last, on top
+        for i in a.argsort().tolist():
+            draw(ax, i, float(a[i]))  # the strongest box drawn last, on top
         ax.set_title(f"{w} ({float(a.max()):.2f})", fontsize=9)
-    for ax in axs[n:]: ax.axis("off")
-    for ax in axs[:n]: ax.set_xticks([]); ax.set_yticks([])
+    for ax in axs[n:]:
+        ax.axis("off")
+    for ax in axs[:n]:
+        ax.set_xticks([])
+        ax.set_yticks([])
     fig.tight_layout()
     return fig
 
 # %% ../nbs/11_butd.ipynb #fusedbutd
 class BUTDCaptioner(PaperBUTDCaptioner):
     "`PaperBUTDCaptioner` with the per-caption constants computed once (the same parameters and function); what the command line trains."
+
     def _att_weights(self):
         "The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄, for W_e Π_t)."
         H, D = self.hidden_dim, self.feature_dim
-        W = self.att_lstm.weight_ih                                                 # (4H, H + D + E)
-        return W[:, :H], W[:, H:H + D], W[:, H + D:]
+        W = self.att_lstm.weight_ih  # (4H, H + D + E)
+        return W[:, :H], W[:, H : H + D], W[:, H + D :]
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h¹, c¹, h², c², v, v̄-gates, keys): zero LSTM states, and once per image the v̄ part of x¹'s product and W_va v_i."
         B, H = feats.shape[0], self.hidden_dim
-        gates_v = feats.mean(1) @ self._att_weights()[1].T + self.att_lstm.bias_ih + self.att_lstm.bias_hh   # (B, 4H)
+        gates_v = (
+            feats.mean(1) @ self._att_weights()[1].T
+            + self.att_lstm.bias_ih
+            + self.att_lstm.bias_hh
+        )  # (B, 4H)
         zero = feats.new_zeros(B, H)
-        return (zero, zero, zero, zero, feats, gates_v, self.attention.keys(feats))  # keys (B, R, A)
+        return (
+            zero,
+            zero,
+            zero,
+            zero,
+            feats,
+            gates_v,
+            self.attention.keys(feats),
+        )  # keys (B, R, A)
 
     def _word_gates(self, emb: torch.Tensor) -> torch.Tensor:
         "The W_e Π_t part of the attention LSTM's pre-activations, for any leading shape `(…, E)` → `(…, 4H)`."
         return emb @ self._att_weights()[2].T
 
-    def _recurrence(self, gates_w: torch.Tensor, state: tuple, W_h2T: torch.Tensor | None = None):
+    def _recurrence(
+        self, gates_w: torch.Tensor, state: tuple, W_h2T: torch.Tensor | None = None
+    ):
         "One step for N = k·B rows from the word gates `(N, 4H)`: the new state and α_t `(N, R)`."
         h1, c1, h2, c2, v, gates_v, keys = state
-        if W_h2T is None: W_h2T = self._att_weights()[0].T                         # (H, 4H)
-        pre = gates_w + h2 @ W_h2T + h1 @ self.att_lstm.weight_hh.T                # (N, 4H)
-        pre = (rows_per_image(pre, len(gates_v)) + gates_v[:, None]).flatten(0, 1)  # + the v̄ gates of each row's image
-        h1, c1 = lstm_cell(pre, c1)                                                # (N, H)
-        alpha, v_hat = self.attention(keys, v, h1)                                 # (N, R), (N, D)
-        h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))               # (N, H)
+        if W_h2T is None:
+            W_h2T = self._att_weights()[0].T  # (H, 4H)
+        pre = gates_w + h2 @ W_h2T + h1 @ self.att_lstm.weight_hh.T  # (N, 4H)
+        pre = (rows_per_image(pre, len(gates_v)) + gates_v[:, None]).flatten(
+            0, 1
+        )  # + the v̄ gates of each row's image
+        h1, c1 = lstm_cell(pre, c1)  # (N, H)
+        alpha, v_hat = self.attention(keys, v, h1)  # (N, R), (N, D)
+        h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))  # (N, H)
         return (h1, c1, h2, c2, v, gates_v, keys), alpha
 
-    def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
+    def forward(
+        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+    ):
         "Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T = captions.shape[1] − 1 steps."
         dims = check_shape(feats, ("B", "R", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         state = self.init_state(feats)
-        gates_w = self._word_gates(self.embed(captions[:, :-1]))                   # (B, T, 4H), all steps at once
-        W_h2T = self._att_weights()[0].T                                           # sliced once per batch
-        if self.step_grads_once:                                                   # ∂/∂v, ∂/∂W_h2 formed once per batch (notebook 06)
-            W_h2T, state = StepOperand(W_h2T), state[:4] + (StepOperand(state[4]),) + state[5:]
+        gates_w = self._word_gates(
+            self.embed(captions[:, :-1])
+        )  # (B, T, 4H), all steps at once
+        W_h2T = self._att_weights()[0].T  # sliced once per batch
+        if self.step_grads_once:  # ∂/∂v, ∂/∂W_h2 formed once per batch (notebook 06)
+            W_h2T, state = (
+                StepOperand(W_h2T),
+                state[:4] + (StepOperand(state[4]),) + state[5:],
+            )
         h2s, alphas = [], []
         for t in range(gates_w.shape[1]):
             state, alpha = self._recurrence(gates_w[:, t], state, W_h2T)
-            h2s.append(state[2]); alphas.append(alpha)
-        logits = self.W_p(self.dropout(torch.stack(h2s, 1)))                       # (B, T, V), one matmul for all steps
+            h2s.append(state[2])
+            alphas.append(alpha)
+        logits = self.W_p(
+            self.dropout(torch.stack(h2s, 1))
+        )  # (B, T, V), one matmul for all steps
         return logits, torch.stack(alphas, 1)
 
     def step(self, words: torch.Tensor, state: tuple):

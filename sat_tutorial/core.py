@@ -22,35 +22,60 @@ __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_f
 class InputError(ValueError):
     "Something a user gave — a flag, a file, a configuration value — that cannot be used; the message names it."
 
+
 class Range:
     "An argparse `type` for a number in an interval; `check(value, name)` applies the same rule to a value from Python."
-    def __init__(self, kind: type, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False):
-        self.kind, self.lo, self.hi, self.lo_open, self.hi_open = kind, lo, hi, lo_open, hi_open
+
+    def __init__(
+        self, kind: type, lo=None, hi=None, lo_open: bool = False, hi_open: bool = False
+    ):
+        self.kind, self.lo, self.hi, self.lo_open, self.hi_open = (
+            kind,
+            lo,
+            hi,
+            lo_open,
+            hi_open,
+        )
         noun = "an integer" if kind is int else "a number"
-        parts = ([f"{'>' if lo_open else '≥'} {lo}"] if lo is not None else []) + ([f"{'<' if hi_open else '≤'} {hi}"] if hi is not None else [])
+        parts = ([f"{'>' if lo_open else '≥'} {lo}"] if lo is not None else []) + (
+            [f"{'<' if hi_open else '≤'} {hi}"] if hi is not None else []
+        )
         self.what = f"{noun} {' and '.join(parts)}".strip()
 
     def ok(self, x) -> bool:
-        if isinstance(x, bool) or not isinstance(x, (int, float)): return False
-        if self.kind is int and not float(x).is_integer(): return False
-        if not math.isfinite(x): return False
-        if self.lo is not None and not (x > self.lo if self.lo_open else x >= self.lo): return False
-        if self.hi is not None and not (x < self.hi if self.hi_open else x <= self.hi): return False
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            return False
+        if self.kind is int and not float(x).is_integer():
+            return False
+        if not math.isfinite(x):
+            return False
+        if self.lo is not None and not (x > self.lo if self.lo_open else x >= self.lo):
+            return False
+        if self.hi is not None and not (x < self.hi if self.hi_open else x <= self.hi):
+            return False
         return True
 
     def __call__(self, text: str):
         "Parse a command-line value, or raise argparse's error that says which numbers are allowed."
-        try: x = self.kind(text)
-        except (TypeError, ValueError): raise argparse.ArgumentTypeError(f"must be {self.what}, not {text!r}") from None
-        if not self.ok(x): raise argparse.ArgumentTypeError(f"must be {self.what}, not {text!r}")
+        try:
+            x = self.kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(
+                f"must be {self.what}, not {text!r}"
+            ) from None
+        if not self.ok(x):
+            raise argparse.ArgumentTypeError(f"must be {self.what}, not {text!r}")
         return x
 
     def check(self, value, name: str):
         "`value` if it is in range, else an `InputError` naming `name`."
-        if not self.ok(value): raise InputError(f"{name} must be {self.what}, not {value!r}")
+        if not self.ok(value):
+            raise InputError(f"{name} must be {self.what}, not {value!r}")
         return value
 
-    def __repr__(self): return f"Range({self.what})"
+    def __repr__(self):
+        return f"Range({self.what})"
+
 
 #: sizes, counts, beam widths, lengths
 positive_int = Range(int, lo=1)
@@ -71,20 +96,42 @@ dropout_float = Range(float, lo=0, hi=1, hi_open=True)
 def get_device(device: str | torch.device | None = "auto") -> torch.device:
     "The device to train on: `'auto'` (or None) picks cuda, then mps, then cpu; otherwise the one asked for, checked."
     if device is None or str(device) == "auto":
-        if torch.cuda.is_available(): return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(): return torch.device("mps")
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if (
+            getattr(torch.backends, "mps", None) is not None
+            and torch.backends.mps.is_available()
+        ):
+            return torch.device("mps")
         return torch.device("cpu")
-    try: dev = torch.device(device)
+    try:
+        dev = torch.device(device)
     except (RuntimeError, TypeError) as e:
-        raise InputError(f"--device {str(device)!r} is not a device: use auto, cpu, cuda, cuda:N or mps") from None
+        raise InputError(
+            f"--device {str(device)!r} is not a device: use auto, cpu, cuda, cuda:N or mps"
+        ) from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise InputError(f"--device {str(device)!r} was requested but CUDA is not available on this machine; use --device cpu or auto")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        raise InputError(f"--device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0")
-    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise InputError(f"--device {str(device)!r} was requested but MPS is not available on this machine; use --device cpu or auto")
+        raise InputError(
+            f"--device {str(device)!r} was requested but CUDA is not available on this machine; use --device cpu or auto"
+        )
+    if (
+        dev.type == "cuda"
+        and dev.index is not None
+        and dev.index >= torch.cuda.device_count()
+    ):
+        raise InputError(
+            f"--device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s), numbered from 0"
+        )
+    if dev.type == "mps" and not (
+        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+    ):
+        raise InputError(
+            f"--device {str(device)!r} was requested but MPS is not available on this machine; use --device cpu or auto"
+        )
     if dev.type not in ("cpu", "cuda", "mps"):
-        raise InputError(f"--device {str(device)!r}: sat_tutorial runs on cpu, cuda or mps")
+        raise InputError(
+            f"--device {str(device)!r}: sat_tutorial runs on cpu, cuda or mps"
+        )
     return dev
 
 # %% ../nbs/00_core.ipynb #4ad0ef1f
@@ -95,26 +142,43 @@ def seed_everything(seed: int) -> int:
     torch.manual_seed(seed)  # also seeds every CUDA device
     return seed
 
+
 def rng_state() -> dict:
     "Every RNG state, as types that `weights_only` loading accepts."
     v, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
-    state = {"python": [v, list(mt), gauss], "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
-             "torch": torch.get_rng_state()}
-    if torch.cuda.is_available(): state["cuda"] = torch.cuda.get_rng_state_all()
+    state = {
+        "python": [v, list(mt), gauss],
+        "numpy": [
+            kind,
+            torch.from_numpy(keys.astype(np.int64)),
+            pos,
+            has_gauss,
+            cached,
+        ],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
     return state
+
 
 def set_rng_state(state: dict) -> None:
     "Restore what `rng_state` captured, also from a checkpoint loaded with `map_location` a GPU (the states must be CPU tensors)."
     v, mt, gauss = state["python"]
     random.setstate((v, tuple(mt), gauss))
     kind, keys, pos, has_gauss, cached = state["numpy"]
-    np.random.set_state((kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached))
+    np.random.set_state(
+        (kind, keys.cpu().numpy().astype(np.uint32), pos, has_gauss, cached)
+    )
     torch.set_rng_state(state["torch"].cpu())
-    if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 # %% ../nbs/00_core.ipynb #2c8560ba
-def check_shape(x: torch.Tensor, shape: tuple, dims: dict | None = None, name: str = "tensor") -> dict:
+def check_shape(
+    x: torch.Tensor, shape: tuple, dims: dict | None = None, name: str = "tensor"
+) -> dict:
     "Check `x.shape` against `shape` (ints, names bound in `dims`, or None = any); returns `dims`."
     dims = {} if dims is None else dims
     got = tuple(x.shape)
@@ -122,28 +186,41 @@ def check_shape(x: torch.Tensor, shape: tuple, dims: dict | None = None, name: s
     if len(got) != len(shape):
         raise ValueError(f"{name}: expected {len(shape)} dims {want}, got shape {got}")
     for i, (g, s) in enumerate(zip(got, shape)):
-        if s is None: continue
+        if s is None:
+            continue
         if isinstance(s, str):
             if s in dims and dims[s] != g:
-                raise ValueError(f"{name}: dim {i} ({s}) is {g}, but {s}={dims[s]} elsewhere; expected {want}, got {got}")
+                raise ValueError(
+                    f"{name}: dim {i} ({s}) is {g}, but {s}={dims[s]} elsewhere; expected {want}, got {got}"
+                )
             dims[s] = g
         elif g != s:
-            raise ValueError(f"{name}: dim {i} should be {s}, got {g}; expected {want}, got {got}")
+            raise ValueError(
+                f"{name}: dim {i} should be {s}, got {g}; expected {want}, got {got}"
+            )
     return dims
 
 # %% ../nbs/00_core.ipynb #chkclose2
 def check_close(got, want, what: str, tol: float = 1e-5) -> None:
     "Assert that `got` has `want`'s shape and values: max |got − want| ≤ tol·(1 + max |want|); the message names `what`."
     got, want = torch.as_tensor(got).detach(), torch.as_tensor(want).detach()
-    assert tuple(got.shape) == tuple(want.shape), f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
-    if not got.numel(): return                                        # two empty tensors of one shape agree
+    assert tuple(got.shape) == tuple(want.shape), (
+        f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+    )
+    if not got.numel():
+        return  # two empty tensors of one shape agree
     err = float((got.double() - want.double()).abs().max())
-    assert err <= tol * (1 + float(want.double().abs().max())), f"{what}: off by up to {err:.3g}"
+    assert err <= tol * (1 + float(want.double().abs().max())), (
+        f"{what}: off by up to {err:.3g}"
+    )
 
 # %% ../nbs/00_core.ipynb #74c86543
 def data_root() -> Path:
     "The data folder: `$SAT_TUTORIAL_DATA`, else `~/.cache/sat_tutorial`."
-    return Path(os.environ.get("SAT_TUTORIAL_DATA") or Path.home() / ".cache" / "sat_tutorial").expanduser()
+    return Path(
+        os.environ.get("SAT_TUTORIAL_DATA") or Path.home() / ".cache" / "sat_tutorial"
+    ).expanduser()
+
 
 def find_data(*parts: str, hint: str = "") -> Path:
     "Path of `data_root()/parts...`; a clear FileNotFoundError saying what to put where if it is missing."
@@ -157,39 +234,58 @@ def find_data(*parts: str, hint: str = "") -> Path:
 #: marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
 TEMP_SUFFIX = ".sat-partial"
 
+
 def remove_stale_temps(folder, name: str = "*") -> list[Path]:
     "Delete what interrupted `save_checkpoint` writes left in `folder` (of target `name`, or all); returns the paths removed."
     folder, gone = Path(folder), []
-    if not folder.is_dir(): return gone
+    if not folder.is_dir():
+        return gone
     for p in folder.glob(f".{name}.*{TEMP_SUFFIX}"):
-        try: p.unlink(); gone.append(p)
-        except FileNotFoundError: pass                          # another process finished or removed it
-    if gone: warnings.warn(f"removed {len(gone)} temporary file(s) of an interrupted checkpoint write in {folder}: "
-                           + ", ".join(p.name for p in gone[:3]), stacklevel=2)
+        try:
+            p.unlink()
+            gone.append(p)
+        except FileNotFoundError:
+            pass  # another process finished or removed it
+    if gone:
+        warnings.warn(
+            f"removed {len(gone)} temporary file(s) of an interrupted checkpoint write in {folder}: "
+            + ", ".join(p.name for p in gone[:3]),
+            stacklevel=2,
+        )
     return gone
+
 
 def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     "Write `obj` with `torch.save` atomically: temp file in the same folder, fsync, rename."
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent, path.name)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
+    fd, tmp = tempfile.mkstemp(
+        prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent
+    )
     try:
         with os.fdopen(fd, "wb") as f:
             torch.save(obj, f)
-            f.flush(); os.fsync(f.fileno())
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
         raise
     return path
+
 
 def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
     "Load a checkpoint written by `save_checkpoint` safely (`weights_only=True`), with errors that name the file."
     path = Path(path)
-    if path.is_dir(): raise InputError(f"checkpoint {path} is a folder, not a checkpoint file")
-    if not path.is_file(): raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        raise InputError(f"checkpoint {path} is a folder, not a checkpoint file")
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
         return torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
-        raise ValueError(f"checkpoint {path} could not be loaded (truncated, corrupt, or not a torch checkpoint): {e}") from e
+        raise ValueError(
+            f"checkpoint {path} could not be loaded (truncated, corrupt, or not a torch checkpoint): {e}"
+        ) from e

@@ -25,6 +25,7 @@ __all__ = ['SPLITS', 'DATASETS', 'IMAGENET_MEAN', 'IMAGENET_STD', 'MIRROR_WORDS'
 _BREAKS = string.punctuation.replace("'", "")
 _PUNCT = str.maketrans(_BREAKS, " " * len(_BREAKS), "'")
 
+
 def tokenize(s: str) -> list[str]:
     "Lower-case, delete apostrophes, punctuation breaks words (as Karpathy's split files)."
     return str(s).lower().translate(_PUNCT).split()
@@ -32,27 +33,52 @@ def tokenize(s: str) -> list[str]:
 # %% ../nbs/01_data.ipynb #81c4ffc4
 class Vocab:
     "Word ↔ id mapping with `<pad> <start> <end> <unk>` first."
+
     specials = ("<pad>", "<start>", "<end>", "<unk>")
     pad, start, end, unk = 0, 1, 2, 3
 
     def __init__(self, itos: Sequence[str]):
         itos = list(itos)
-        if tuple(itos[:4]) != self.specials: raise ValueError(f"a vocabulary must start with {self.specials}, got {itos[:4]}")
-        if len(set(itos)) != len(itos): raise ValueError("a vocabulary must not repeat words")
-        bad = [w for w in itos if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1]
-        if bad: raise ValueError(f"a vocabulary word must be a non-empty string without spaces, got {bad[0]!r}")
+        if tuple(itos[:4]) != self.specials:
+            raise ValueError(
+                f"a vocabulary must start with {self.specials}, got {itos[:4]}"
+            )
+        if len(set(itos)) != len(itos):
+            raise ValueError("a vocabulary must not repeat words")
+        bad = [
+            w
+            for w in itos
+            if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1
+        ]
+        if bad:
+            raise ValueError(
+                f"a vocabulary word must be a non-empty string without spaces, got {bad[0]!r}"
+            )
         self.itos, self.stoi = itos, {w: i for i, w in enumerate(itos)}
 
     @classmethod
-    def build(cls, captions: Iterable[Sequence[str]], min_count: int = 5, max_size: int | None = None) -> "Vocab":
+    def build(
+        cls,
+        captions: Iterable[Sequence[str]],
+        min_count: int = 5,
+        max_size: int | None = None,
+    ) -> "Vocab":
         "Words that occur at least `min_count` times, most frequent first (ties alphabetical)."
         counts = Counter(w for c in captions for w in c)
-        words = sorted((w for w, n in counts.items() if n >= min_count and w not in cls.specials), key=lambda w: (-counts[w], w))
+        words = sorted(
+            (w for w, n in counts.items() if n >= min_count and w not in cls.specials),
+            key=lambda w: (-counts[w], w),
+        )
         return cls(list(cls.specials) + words[:max_size])
 
-    def __len__(self): return len(self.itos)
-    def __repr__(self): return f"Vocab({len(self)} words: {' '.join(self.itos[4:12])} …)"
-    def __eq__(self, other): return isinstance(other, Vocab) and self.itos == other.itos
+    def __len__(self):
+        return len(self.itos)
+
+    def __repr__(self):
+        return f"Vocab({len(self)} words: {' '.join(self.itos[4:12])} …)"
+
+    def __eq__(self, other):
+        return isinstance(other, Vocab) and self.itos == other.itos
 
     def encode(self, tokens: Sequence[str], max_len: int | None = None) -> list[int]:
         "`<start>` ids `<end>`, the words cut to `max_len`."
@@ -64,40 +90,54 @@ class Vocab:
         out = []
         for i in ids:
             i = int(i)
-            if i == self.end: break
-            if i in (self.start, self.pad): continue
+            if i == self.end:
+                break
+            if i in (self.start, self.pad):
+                continue
             out.append(self.itos[i])
         return out
 
-    def to_dict(self) -> dict: return {"itos": list(self.itos)}
+    def to_dict(self) -> dict:
+        return {"itos": list(self.itos)}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Vocab": return cls(d["itos"])
+    def from_dict(cls, d: dict) -> "Vocab":
+        return cls(d["itos"])
 
-    def save(self, path) -> None: Path(path).write_text(json.dumps(self.to_dict()))
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()))
 
     @classmethod
     def load(cls, path) -> "Vocab":
         path = Path(path)
-        try: return cls.from_dict(json.loads(path.read_text()))
-        except FileNotFoundError: raise FileNotFoundError(f"vocabulary file {path} does not exist") from None
-        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e: raise ValueError(f"{path} is not a vocabulary file: {e}") from e
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise FileNotFoundError(f"vocabulary file {path} does not exist") from None
+        except (json.JSONDecodeError, KeyError, ValueError, TypeError) as e:
+            raise ValueError(f"{path} is not a vocabulary file: {e}") from e
 
 # %% ../nbs/01_data.ipynb #imagerecord
 SPLITS = ("train", "val", "test", "restval")
 
+
 @dataclass
 class ImageRecord:
     "One image with all its reference captions."
-    index: int                       # position in the dataset file
+
+    index: int  # position in the dataset file
     filename: str
-    path: Path | None                # None for images held in memory (`array`)
+    path: Path | None  # None for images held in memory (`array`)
     split: str
-    captions: list[list[str]]        # tokenised, never empty
-    raw: list[str]                   # the same captions as written
-    grounding: list[list[int]] | None = None   # per caption, per token: object index or -1
-    extra: dict = field(default_factory=dict)   # any other image-level fields (e.g. boxes)
-    array: Any = None                # an in-memory image (H, W, 3) uint8, instead of a file
+    captions: list[list[str]]  # tokenised, never empty
+    raw: list[str]  # the same captions as written
+    grounding: list[list[int]] | None = (
+        None  # per caption, per token: object index or -1
+    )
+    extra: dict = field(
+        default_factory=dict
+    )  # any other image-level fields (e.g. boxes)
+    array: Any = None  # an in-memory image (H, W, 3) uint8, instead of a file
 
 
 def _warn_skips(what: str, names: list, path) -> None:
@@ -110,226 +150,440 @@ def _missing_message(missing: list, n: int, path, root) -> str:
     ex = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
     return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
 
+
 def _opens(p: Path) -> bool:
     "Whether Pillow recognises the file as an image (its header only: cheap; a truncated body is found later, when it is decoded)."
     try:
-        with Image.open(p): return True
-    except Image.DecompressionBombError: return False
-    except (OSError, SyntaxError, ValueError): return False
+        with Image.open(p):
+            return True
+    except Image.DecompressionBombError:
+        return False
+    except (OSError, SyntaxError, ValueError):
+        return False
 
 # %% ../nbs/01_data.ipynb #a5fd2bde
-def load_karpathy(path, image_root=None, splits: Iterable[str] | None = None, restval_to_train: bool = False,
-                  check_files: bool = True, max_missing: float = 0.01, report: dict | None = None) -> list[ImageRecord]:
+def load_karpathy(
+    path,
+    image_root=None,
+    splits: Iterable[str] | None = None,
+    restval_to_train: bool = False,
+    check_files: bool = True,
+    max_missing: float = 0.01,
+    report: dict | None = None,
+) -> list[ImageRecord]:
     "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"caption file {path} does not exist")
-    try: js = json.loads(path.read_text(encoding="utf-8"))
+    if not path.is_file():
+        raise FileNotFoundError(f"caption file {path} does not exist")
+    try:
+        js = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
-        raise ValueError(f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
-    except UnicodeDecodeError as e: raise ValueError(f"{path}: not UTF-8 text ({e})") from None
+        raise ValueError(
+            f"{path}: malformed JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path}: not UTF-8 text ({e})") from None
     if not isinstance(js, dict) or not isinstance(js.get("images"), list):
-        raise ValueError(f"{path}: expected a JSON object with an 'images' list (Karpathy format)")
+        raise ValueError(
+            f"{path}: expected a JSON object with an 'images' list (Karpathy format)"
+        )
     root = Path(image_root) if image_root is not None else path.parent
     want = set(splits) if splits is not None else None
-    records, no_caps, empty, missing, unreadable, n_checked, listed = [], [], [], [], [], 0, Counter()
+    records, no_caps, empty, missing, unreadable, n_checked, listed = (
+        [],
+        [],
+        [],
+        [],
+        [],
+        0,
+        Counter(),
+    )
     for i, im in enumerate(js["images"]):
         if not isinstance(im, dict) or "filename" not in im:
             raise ValueError(f"{path}: images[{i}] has no 'filename'")
         split = im.get("split")
-        if split not in SPLITS: raise ValueError(f"{path}: images[{i}] ({im['filename']}) has split {split!r}, expected one of {SPLITS}")
-        if restval_to_train and split == "restval": split = "train"
-        if want is not None and split not in want: continue
+        if split not in SPLITS:
+            raise ValueError(
+                f"{path}: images[{i}] ({im['filename']}) has split {split!r}, expected one of {SPLITS}"
+            )
+        if restval_to_train and split == "restval":
+            split = "train"
+        if want is not None and split not in want:
+            continue
         listed[split] += 1
         caps, raws, grounds = [], [], []
         sents = im.get("sentences") or []
         if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
-            raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list of objects with 'tokens' or 'raw'")
+            raise ValueError(
+                f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list of objects with 'tokens' or 'raw'"
+            )
         for s in sents:
             toks = s.get("tokens")
-            if toks is not None and not (isinstance(toks, list) and all(isinstance(t, str) for t in toks)):
-                raise ValueError(f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list of strings, got {toks!r:.60}")
+            if toks is not None and not (
+                isinstance(toks, list) and all(isinstance(t, str) for t in toks)
+            ):
+                raise ValueError(
+                    f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list of strings, got {toks!r:.60}"
+                )
             # empty or blank tokens ("") are dropped and a token with spaces is several words: a vocabulary word is never blank
-            toks = [w.lower() for t in toks for w in t.split()] if toks else tokenize(s.get("raw") or "")
+            toks = (
+                [w.lower() for t in toks for w in t.split()]
+                if toks
+                else tokenize(s.get("raw") or "")
+            )
             if not toks:
-                empty.append(f"{im['filename']}#{len(caps) + len(empty)}"); continue
-            caps.append(toks); raws.append(s.get("raw") or " ".join(toks)); grounds.append(s.get("grounding"))
+                empty.append(f"{im['filename']}#{len(caps) + len(empty)}")
+                continue
+            caps.append(toks)
+            raws.append(s.get("raw") or " ".join(toks))
+            grounds.append(s.get("grounding"))
         if not caps:
-            no_caps.append(im["filename"]); continue
+            no_caps.append(im["filename"])
+            continue
         p = root / im.get("filepath", "") / im["filename"]
         n_checked += 1
         if check_files and not p.is_file():
-            missing.append(im["filename"]); continue
+            missing.append(im["filename"])
+            continue
         if check_files and not _opens(p):
-            unreadable.append(im["filename"]); continue
-        extra = {k: v for k, v in im.items() if k not in ("filename", "filepath", "split", "sentences", "sentids")}
-        records.append(ImageRecord(i, im["filename"], p, split, caps, raws,
-                                   grounds if all(g is not None for g in grounds) else None, extra))
+            unreadable.append(im["filename"])
+            continue
+        extra = {
+            k: v
+            for k, v in im.items()
+            if k not in ("filename", "filepath", "split", "sentences", "sentids")
+        }
+        records.append(
+            ImageRecord(
+                i,
+                im["filename"],
+                p,
+                split,
+                caps,
+                raws,
+                grounds if all(g is not None for g in grounds) else None,
+                extra,
+            )
+        )
     if report is not None:
-        report["listed"] = {s: report.get("listed", {}).get(s, 0) + listed[s] for s in set(listed) | set(report.get("listed", {}))}
-        for k, v in (("images_without_captions", no_caps), ("empty_captions", empty), ("missing_image_files", missing),
-                     ("unreadable_image_files", unreadable)):
-            if v: report[k] = report.get(k, 0) + len(v)
+        report["listed"] = {
+            s: report.get("listed", {}).get(s, 0) + listed[s]
+            for s in set(listed) | set(report.get("listed", {}))
+        }
+        for k, v in (
+            ("images_without_captions", no_caps),
+            ("empty_captions", empty),
+            ("missing_image_files", missing),
+            ("unreadable_image_files", unreadable),
+        ):
+            if v:
+                report[k] = report.get(k, 0) + len(v)
     _warn_skips("images with no captions", no_caps, path)
     _warn_skips("empty captions", empty, path)
-    if unreadable: _warn_skips("image files that are not images (unreadable headers)", unreadable, path)
+    if unreadable:
+        _warn_skips(
+            "image files that are not images (unreadable headers)", unreadable, path
+        )
     if missing or unreadable:
         msg = _missing_message(missing, n_checked, path, root) if missing else ""
-        if unreadable: msg = (f"{msg}, and {len(unreadable)} more are not readable images" if msg else
-                              f"{len(unreadable)} of {n_checked} images listed in {path} are not readable images under {root}") + \
-                             f" (first unreadable: {', '.join(unreadable[:3])})"
+        if unreadable:
+            msg = (
+                f"{msg}, and {len(unreadable)} more are not readable images"
+                if msg
+                else f"{len(unreadable)} of {n_checked} images listed in {path} are not readable images under {root}"
+            ) + f" (first unreadable: {', '.join(unreadable[:3])})"
         if len(missing) + len(unreadable) > max_missing * n_checked:
-            raise FileNotFoundError(f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
-                                    "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?")
+            raise FileNotFoundError(
+                f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
+                "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?"
+            )
         warnings.warn(f"{msg}; they are skipped", stacklevel=2)
     return records
 
 # %% ../nbs/01_data.ipynb #8a5b45cf
-DATASETS = {   # name: (split file, image folder relative to the dataset folder, restval into train by default)
+DATASETS = {  # name: (split file, image folder relative to the dataset folder, restval into train by default)
     "flickr8k": ("dataset_flickr8k.json", "images", False),
     "flickr30k": ("dataset_flickr30k.json", "images", False),
     "coco": ("dataset_coco.json", "", True),
 }
 
+
 def dataset_files(name: str, data_dir=None) -> tuple[Path, Path]:
     "The split file and the image root of dataset `name` under `data_dir` (default: `$SAT_TUTORIAL_DATA`)."
     from sat_tutorial.core import data_root
-    if name not in DATASETS: raise ValueError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)}")
+
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)}")
     js_name, images, _ = DATASETS[name]
     base = Path(data_dir).expanduser() if data_dir is not None else data_root()
-    folder = base if (base / js_name).is_file() else base / name          # the dataset folder itself, or its parent
+    folder = (
+        base if (base / js_name).is_file() else base / name
+    )  # the dataset folder itself, or its parent
     js = folder / js_name
     if not js.is_file():
-        raise FileNotFoundError(f"{js} not found. Put Karpathy's split file {js_name} there (and the images in "
-                                f"{folder / (images or 'train2014, val2014')}), or point --data-dir / SAT_TUTORIAL_DATA elsewhere.")
+        raise FileNotFoundError(
+            f"{js} not found. Put Karpathy's split file {js_name} there (and the images in "
+            f"{folder / (images or 'train2014, val2014')}), or point --data-dir / SAT_TUTORIAL_DATA elsewhere."
+        )
     root = folder / images
-    if name == "coco" and not (root / "train2014").is_dir() and (folder / "images" / "train2014").is_dir(): root = folder / "images"
-    if not root.is_dir(): raise FileNotFoundError(f"image folder {root} not found: put the {name} images there")
+    if (
+        name == "coco"
+        and not (root / "train2014").is_dir()
+        and (folder / "images" / "train2014").is_dir()
+    ):
+        root = folder / "images"
+    if not root.is_dir():
+        raise FileNotFoundError(
+            f"image folder {root} not found: put the {name} images there"
+        )
     return js, root
 
-def load_dataset(name: str, data_dir=None, restval: bool | None = None, check_files: bool = True,
-                 max_missing: float = 0.01, report: dict | None = None) -> dict[str, list[ImageRecord]]:
+
+def load_dataset(
+    name: str,
+    data_dir=None,
+    restval: bool | None = None,
+    check_files: bool = True,
+    max_missing: float = 0.01,
+    report: dict | None = None,
+) -> dict[str, list[ImageRecord]]:
     "The train/val/test `ImageRecord`s of a Karpathy-format dataset; `restval=None` uses the dataset's default."
     js, root = dataset_files(name, data_dir)
     restval = DATASETS[name][2] if restval is None else restval
-    recs = load_karpathy(js, root, restval_to_train=restval, check_files=check_files, max_missing=max_missing,
-                         report=report)
+    recs = load_karpathy(
+        js,
+        root,
+        restval_to_train=restval,
+        check_files=check_files,
+        max_missing=max_missing,
+        report=report,
+    )
     return {s: [r for r in recs if r.split == s] for s in ("train", "val", "test")}
 
 # %% ../nbs/01_data.ipynb #b11ba41f
-from struct import error as struct_error     # what some corrupt image headers raise inside Pillow
+from struct import (
+    error as struct_error,
+)  # what some corrupt image headers raise inside Pillow
+
 
 class ImageError(OSError):
     "An image file that is missing or cannot be decoded."
 
+
 def to_rgb(im: Image.Image) -> Image.Image:
     "Convert any PIL mode to RGB; transparency is composited over white."
-    if im.mode == "RGB": return im
-    if im.mode in ("I", "I;16", "I;16B", "I;16L", "F"):   # 16/32-bit grey: rescale to 8 bits
+    if im.mode == "RGB":
+        return im
+    if im.mode in (
+        "I",
+        "I;16",
+        "I;16B",
+        "I;16L",
+        "F",
+    ):  # 16/32-bit grey: rescale to 8 bits
         a = np.asarray(im, dtype=np.float64)
-        if im.mode == "F" and a.min() >= 0 and a.max() <= 1: a = a * 255
-        elif a.min() >= 0 and a.max() <= 255 and not im.mode.startswith("I;16"): pass
-        elif a.min() >= 0 and a.max() <= 65535: a = a / 257          # the 16-bit range onto 8 bits
-        else: a = 255 * (a - a.min()) / max(a.max() - a.min(), 1e-12)
+        if im.mode == "F" and a.min() >= 0 and a.max() <= 1:
+            a = a * 255
+        elif a.min() >= 0 and a.max() <= 255 and not im.mode.startswith("I;16"):
+            pass
+        elif a.min() >= 0 and a.max() <= 65535:
+            a = a / 257  # the 16-bit range onto 8 bits
+        else:
+            a = 255 * (a - a.min()) / max(a.max() - a.min(), 1e-12)
         a = a.round().clip(0, 255).astype(np.uint8)
         return Image.fromarray(a, "L").convert("RGB")
-    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
+    if im.mode in ("RGBA", "LA", "PA") or (
+        im.mode == "P" and "transparency" in im.info
+    ):
         im = im.convert("RGBA")
         bg = Image.new("RGBA", im.size, (255, 255, 255, 255))
         return Image.alpha_composite(bg, im).convert("RGB")
     return im.convert("RGB")
+
 
 def load_image(path) -> Image.Image:
     "Open an image file as RGB, turned as its EXIF orientation says; `ImageError` naming the file if it is missing, truncated, too large or not an image."
     path = Path(path)
     try:
         with Image.open(path) as im:
-            im.load()          # decode now, so a truncated file fails here and not in a worker later
-            return to_rgb(ImageOps.exif_transpose(im))     # a phone photo stored sideways or mirrored, as it is shown
-    except FileNotFoundError: raise ImageError(f"{path}: image file not found") from None
-    except IsADirectoryError: raise ImageError(f"{path}: is a folder, not an image file") from None
+            im.load()  # decode now, so a truncated file fails here and not in a worker later
+            return to_rgb(
+                ImageOps.exif_transpose(im)
+            )  # a phone photo stored sideways or mirrored, as it is shown
+    except FileNotFoundError:
+        raise ImageError(f"{path}: image file not found") from None
+    except IsADirectoryError:
+        raise ImageError(f"{path}: is a folder, not an image file") from None
     except Image.DecompressionBombError as e:
-        raise ImageError(f"{path}: refused, too many pixels to decode safely ({e})") from None
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, struct_error) as e:
+        raise ImageError(
+            f"{path}: refused, too many pixels to decode safely ({e})"
+        ) from None
+    except (
+        UnidentifiedImageError,
+        OSError,
+        SyntaxError,
+        ValueError,
+        struct_error,
+    ) as e:
         raise ImageError(f"{path}: unreadable or truncated image ({e})") from None
 
 # %% ../nbs/01_data.ipynb #d276e202
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
+
 def image_transform(size: int = 224, mirror: bool = False):
     "PIL image → normalised (3, size, size) tensor; with `mirror`, of the image flipped left to right."
     from torchvision import transforms as T
-    flip = [T.RandomHorizontalFlip(p=1.0)] if mirror else []      # p=1: every image, so the stored features are of the mirror image
-    return T.Compose([T.Resize(size), T.CenterCrop(size), *flip, T.ToTensor(), T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+    flip = (
+        [T.RandomHorizontalFlip(p=1.0)] if mirror else []
+    )  # p=1: every image, so the stored features are of the mirror image
+    return T.Compose(
+        [
+            T.Resize(size),
+            T.CenterCrop(size),
+            *flip,
+            T.ToTensor(),
+            T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+        ]
+    )
 
 # %% ../nbs/01_data.ipynb #a94289e6
 MIRROR_WORDS = {"left": "right", "right": "left"}
 
+
 def mirror_caption(s: str) -> str:
     "The caption of the image flipped left to right: whole words 'left' and 'right' swapped, their capitals kept."
+
     def swap(m):
         w = MIRROR_WORDS[m.group(0).lower()]
-        return w.upper() if m.group(0).isupper() else w.capitalize() if m.group(0)[0].isupper() else w
+        return (
+            w.upper()
+            if m.group(0).isupper()
+            else w.capitalize()
+            if m.group(0)[0].isupper()
+            else w
+        )
+
     return re.sub(r"\b(left|right)\b", swap, s, flags=re.IGNORECASE)
+
 
 def mirror_record(r: ImageRecord) -> ImageRecord:
     "The record of `r`'s image flipped left to right: its captions mirrored, `extra['mirrored']` set (which features to load)."
     if "regions" in r.extra or "boxes" in r.extra:
-        raise ValueError(f"{r.filename}: mirror_record swaps caption words only; its boxes would need flipping too")
-    return replace(r, captions=[[MIRROR_WORDS.get(w, w) for w in c] for c in r.captions], raw=[mirror_caption(s) for s in r.raw],
-                   extra={**r.extra, "mirrored": True})
+        raise ValueError(
+            f"{r.filename}: mirror_record swaps caption words only; its boxes would need flipping too"
+        )
+    return replace(
+        r,
+        captions=[[MIRROR_WORDS.get(w, w) for w in c] for c in r.captions],
+        raw=[mirror_caption(s) for s in r.raw],
+        extra={**r.extra, "mirrored": True},
+    )
 
 # %% ../nbs/01_data.ipynb #81435a18
 def default_loader(r: ImageRecord):
     "The record's in-memory array, else its file."
     return Image.fromarray(r.array) if r.array is not None else load_image(r.path)
 
+
 class CaptionDataset(Dataset):
     "Items of (image or features, encoded caption, references) from `ImageRecord`s."
-    def __init__(self, records: Sequence[ImageRecord], vocab: Vocab, transform: Callable | None = None,
-                 max_len: int = 50, per_caption: bool = True, loader: Callable = default_loader):
-        self.records, self.vocab, self.transform, self.max_len, self.loader = list(records), vocab, transform, max_len, loader
+
+    def __init__(
+        self,
+        records: Sequence[ImageRecord],
+        vocab: Vocab,
+        transform: Callable | None = None,
+        max_len: int = 50,
+        per_caption: bool = True,
+        loader: Callable = default_loader,
+    ):
+        self.records, self.vocab, self.transform, self.max_len, self.loader = (
+            list(records),
+            vocab,
+            transform,
+            max_len,
+            loader,
+        )
         self.per_caption = per_caption
-        self.items = [(ri, ci) for ri, r in enumerate(self.records) for ci in range(len(r.captions) if per_caption else 1)]
+        self.items = [
+            (ri, ci)
+            for ri, r in enumerate(self.records)
+            for ci in range(len(r.captions) if per_caption else 1)
+        ]
         long = sum(len(c) > max_len for r in self.records for c in r.captions)
         if long and per_caption:
-            warnings.warn(f"{long} captions longer than max_len={max_len} words are cut to {max_len} for training", stacklevel=2)
+            warnings.warn(
+                f"{long} captions longer than max_len={max_len} words are cut to {max_len} for training",
+                stacklevel=2,
+            )
         self.n_failed, self._warned = 0, False
 
-    def __len__(self): return len(self.items)
+    def __len__(self):
+        return len(self.items)
 
     def caption_lengths(self) -> list[int]:
         "Each item's encoded caption length (`<start>`, the words cut to `max_len`, `<end>`), without loading any image."
-        return [min(len(self.records[ri].captions[ci]), self.max_len) + 2 for ri, ci in self.items]
+        return [
+            min(len(self.records[ri].captions[ci]), self.max_len) + 2
+            for ri, ci in self.items
+        ]
 
     def __getitem__(self, i):
         ri, ci = self.items[i]
         r = self.records[ri]
-        try: x = self.loader(r)
+        try:
+            x = self.loader(r)
         except ImageError as e:
             self.n_failed += 1
             if not self._warned:
-                warnings.warn(f"skipping images that cannot be read (counted per batch as 'skipped'); first: {e}", stacklevel=2)
+                warnings.warn(
+                    f"skipping images that cannot be read (counted per batch as 'skipped'); first: {e}",
+                    stacklevel=2,
+                )
                 self._warned = True
             return None
-        if self.transform is not None: x = self.transform(x)
-        item = {"image": x, "caption": torch.tensor(self.vocab.encode(r.captions[ci], self.max_len)), "refs": r.raw, "index": ri}
-        if "regions" in r.extra: item["boxes"] = torch.as_tensor(r.extra["regions"], dtype=torch.float32)   # (R, 4) region boxes
+        if self.transform is not None:
+            x = self.transform(x)
+        item = {
+            "image": x,
+            "caption": torch.tensor(self.vocab.encode(r.captions[ci], self.max_len)),
+            "refs": r.raw,
+            "index": ri,
+        }
+        if "regions" in r.extra:
+            item["boxes"] = torch.as_tensor(
+                r.extra["regions"], dtype=torch.float32
+            )  # (R, 4) region boxes
         return item
 
-def pad_captions(captions: Sequence[torch.Tensor], pad: int = Vocab.pad) -> tuple[torch.Tensor, torch.Tensor]:
+
+def pad_captions(
+    captions: Sequence[torch.Tensor], pad: int = Vocab.pad
+) -> tuple[torch.Tensor, torch.Tensor]:
     "Stack 1-D id tensors into `(B, T)` padded with `pad`, and their lengths `(B,)`."
     lengths = torch.tensor([len(c) for c in captions])
     out = torch.full((len(captions), int(lengths.max())), pad, dtype=torch.long)
-    for b, c in enumerate(captions): out[b, :len(c)] = c
+    for b, c in enumerate(captions):
+        out[b, : len(c)] = c
     return out, lengths
+
 
 def collate_captions(batch: list) -> dict | None:
     "Drop unreadable items (counted in `skipped`), stack images, pad captions; None if nothing is left."
     items = [b for b in batch if b is not None]
-    if not items: return None
+    if not items:
+        return None
     caps, lengths = pad_captions([b["caption"] for b in items])
-    out = {"images": torch.stack([b["image"] for b in items]), "captions": caps, "lengths": lengths,
-           "refs": [b["refs"] for b in items], "index": torch.tensor([b["index"] for b in items]),
-           "skipped": len(batch) - len(items)}
-    if "boxes" in items[0]: out["boxes"] = torch.stack([b["boxes"] for b in items])          # (B, R, 4)
+    out = {
+        "images": torch.stack([b["image"] for b in items]),
+        "captions": caps,
+        "lengths": lengths,
+        "refs": [b["refs"] for b in items],
+        "index": torch.tensor([b["index"] for b in items]),
+        "skipped": len(batch) - len(items),
+    }
+    if "boxes" in items[0]:
+        out["boxes"] = torch.stack([b["boxes"] for b in items])  # (B, R, 4)
     return out

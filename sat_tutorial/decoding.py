@@ -18,54 +18,74 @@ __all__ = ['Caption', 'expand_state', 'select_state', 'greedy', 'beam_search', '
 @dataclass
 class Caption:
     "One decoded caption."
-    tokens: list[int]            # word ids, no <start>/<end>
-    logprob: float               # Σ log p of the chosen tokens, <end> included if reached
-    attn: torch.Tensor           # (len(tokens), L): α when each word was emitted
-    finished: bool = True        # False if max_len was reached before <end>
+
+    tokens: list[int]  # word ids, no <start>/<end>
+    logprob: float  # Σ log p of the chosen tokens, <end> included if reached
+    attn: torch.Tensor  # (len(tokens), L): α when each word was emitted
+    finished: bool = True  # False if max_len was reached before <end>
+
 
 def expand_state(state: tuple, k: int, static: Sequence[int] = ()) -> tuple:
     "Repeat each state tensor k times along the batch, (B, …) → (B·k, …), beams of an image adjacent; `static` positions stay (B, …)."
-    return tuple(s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state))
+    return tuple(
+        s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state)
+    )
+
 
 def select_state(state: tuple, idx: torch.Tensor, static: Sequence[int] = ()) -> tuple:
     "Keep the rows `idx` of each state tensor but the per-image constants at `static` positions."
-    return tuple(s if i in static else s.index_select(0, idx) for i, s in enumerate(state))
+    return tuple(
+        s if i in static else s.index_select(0, idx) for i, s in enumerate(state)
+    )
 
 # %% ../nbs/08_decoding.ipynb #7c0fa991
 @torch.no_grad()
-def greedy(model, feats: torch.Tensor, max_len: int = 20, suppress: Sequence[int] = ()) -> list[Caption]:
+def greedy(
+    model, feats: torch.Tensor, max_len: int = 20, suppress: Sequence[int] = ()
+) -> list[Caption]:
     "Greedy decoding of a batch of annotations `(B, L, D)` with any captioner; never emits the ids in `suppress`."
     ban = _suppressed(suppress, feats.device)
     model.eval()
     state = model.init_state(feats)
     B = feats.shape[0]
-    words = torch.full((B,), 1, dtype=torch.long, device=feats.device)       # <start>
+    words = torch.full((B,), 1, dtype=torch.long, device=feats.device)  # <start>
     done = torch.zeros(B, dtype=torch.bool, device=feats.device)
     total = torch.zeros(B, device=feats.device)
     toks, attns = [], []
     for _ in range(max_len):
-        lp, state, a = model.step(words, state)                               # (B, V), (B, L)
+        lp, state, a = model.step(words, state)  # (B, V), (B, L)
         w = _forbid(lp, ban).argmax(-1)
         total += torch.where(done, 0.0, lp.gather(1, w[:, None]).squeeze(1).float())
-        w = torch.where(done, 0, w)                                           # <pad> after <end>
-        toks.append(w); attns.append(a)
-        done |= w == 2                                                        # <end>
+        w = torch.where(done, 0, w)  # <pad> after <end>
+        toks.append(w)
+        attns.append(a)
+        done |= w == 2  # <end>
         words = w
-        if done.all(): break
+        if done.all():
+            break
     return _captions(torch.stack(toks, 1), torch.stack(attns, 1), total)
+
 
 def _suppressed(suppress: Sequence[int], device) -> torch.Tensor | None:
     "The ids decoding must never emit (e.g. `<unk>`), as a tensor; None for none. `<pad>` and `<end>` cannot be suppressed."
-    if not len(suppress): return None
+    if not len(suppress):
+        return None
     bad = sorted({int(t) for t in suppress} & {0, 2})
-    if bad: raise ValueError(f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): decoding needs it to end captions")
+    if bad:
+        raise ValueError(
+            f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): decoding needs it to end captions"
+        )
     return torch.as_tensor(list(suppress), dtype=torch.long, device=device)
+
 
 def _forbid(lp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
     "`lp (N, V)` with −∞ at `ids`; the other words keep the model's log p (not renormalised), so scores stay Σ log p."
     return lp if ids is None else lp.index_fill(1, ids, float("-inf"))
 
-def _captions(tokens: torch.Tensor, attn: torch.Tensor, logprob: torch.Tensor) -> list[Caption]:
+
+def _captions(
+    tokens: torch.Tensor, attn: torch.Tensor, logprob: torch.Tensor
+) -> list[Caption]:
     "Cut each row at its first <end>."
     out = []
     for t, a, lp in zip(tokens.tolist(), attn.float().cpu(), logprob.tolist()):
@@ -75,74 +95,132 @@ def _captions(tokens: torch.Tensor, attn: torch.Tensor, logprob: torch.Tensor) -
 
 # %% ../nbs/08_decoding.ipynb #98f8937f
 @torch.no_grad()
-def beam_search(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, length_norm: float = 0.0,
-                suppress: Sequence[int] = ()) -> list[Caption]:
+def beam_search(
+    model,
+    feats: torch.Tensor,
+    beam_size: int = 3,
+    max_len: int = 20,
+    length_norm: float = 0.0,
+    suppress: Sequence[int] = (),
+) -> list[Caption]:
     "Batched beam search over `(B, L, D)` annotations with any captioner: the best caption per image, never with the ids in `suppress`."
     model.eval()
     ban = _suppressed(suppress, feats.device)
     B, K, dev = feats.shape[0], beam_size, feats.device
     state = model.init_state(feats)
-    static = getattr(model, "static_state", ())                               # read after init_state: an `Ensemble` knows it then
-    state = expand_state(state, K, static)                                    # (B*K, ...); per-image constants (B, ...)
-    scores = torch.zeros(B, K, device=dev); scores[:, 1:] = float("-inf")      # only beam 0 expands at first
-    words = torch.full((B * K,), 1, dtype=torch.long, device=dev)            # <start>
+    static = getattr(
+        model, "static_state", ()
+    )  # read after init_state: an `Ensemble` knows it then
+    state = expand_state(state, K, static)  # (B*K, ...); per-image constants (B, ...)
+    scores = torch.zeros(B, K, device=dev)
+    scores[:, 1:] = float("-inf")  # only beam 0 expands at first
+    words = torch.full((B * K,), 1, dtype=torch.long, device=dev)  # <start>
     finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
     n_tok = torch.zeros(B * K, device=dev)
-    images, rows = torch.arange(B, device=dev), torch.arange(B * K, device=dev)   # the active images and their rows
+    images, rows = (
+        torch.arange(B, device=dev),
+        torch.arange(B * K, device=dev),
+    )  # the active images and their rows
     final_scores, final_len = scores.clone(), n_tok.view(B, K).clone()
-    chosen, parent, attn = [], [], []                                         # per step, over all B*K rows
+    chosen, parent, attn = [], [], []  # per step, over all B*K rows
     for _ in range(max_len):
         n = len(images)
-        lp, state, a = model.step(words, state)                               # (n*K, V), (n*K, L)
+        lp, state, a = model.step(words, state)  # (n*K, V), (n*K, L)
         lp = _forbid(lp.float(), ban)
         V = lp.shape[1]
-        if finished.any():                                                    # finished beams: only <pad>, free
-            lp[finished] = float("-inf"); lp[finished, 0] = 0.0
-        cand = (scores.reshape(n * K, 1) + lp).reshape(n, K * V)               # (n, K*V)
-        scores, idx = cand.topk(K, dim=1)                                     # (n, K)
-        src = (torch.arange(n, device=dev)[:, None] * K + idx // V).reshape(-1)   # (n*K,) which old beam
-        words = (idx % V).reshape(-1)                                         # (n*K,) which word
+        if finished.any():  # finished beams: only <pad>, free
+            lp[finished] = float("-inf")
+            lp[finished, 0] = 0.0
+        cand = (scores.reshape(n * K, 1) + lp).reshape(n, K * V)  # (n, K*V)
+        scores, idx = cand.topk(K, dim=1)  # (n, K)
+        src = (torch.arange(n, device=dev)[:, None] * K + idx // V).reshape(
+            -1
+        )  # (n*K,) which old beam
+        words = (idx % V).reshape(-1)  # (n*K,) which word
         state = select_state(state, src, static)
-        ch = torch.zeros(B * K, dtype=torch.long, device=dev); ch[rows] = words            # retired rows: <pad>,
-        pa = torch.arange(B * K, device=dev); pa[rows] = rows[src]                          # from themselves
-        at = a.new_zeros(B * K, a.shape[1]); at[rows] = a
-        chosen.append(ch); parent.append(pa); attn.append(at)
+        ch = torch.zeros(B * K, dtype=torch.long, device=dev)
+        ch[rows] = words  # retired rows: <pad>,
+        pa = torch.arange(B * K, device=dev)
+        pa[rows] = rows[src]  # from themselves
+        at = a.new_zeros(B * K, a.shape[1])
+        at[rows] = a
+        chosen.append(ch)
+        parent.append(pa)
+        attn.append(at)
         n_tok = n_tok[src] + (~finished[src]).float()
         finished = finished[src] | (words == 2)
-        done = finished.view(n, K).all(1)                                     # (n,) images whose K beams have all ended
-        if done.all(): break
-        if done.sum() * 8 >= n:                                               # retire them, an eighth or more at a time
-            final_scores[images[done]] = scores[done]; final_len[images[done]] = n_tok.view(n, K)[done]
-            keep = (~done).nonzero().squeeze(1)                               # (n',)
-            keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).reshape(-1)   # (n'*K,)
-            state = tuple(s.index_select(0, keep if i in static else keep_rows) for i, s in enumerate(state))
+        done = finished.view(n, K).all(1)  # (n,) images whose K beams have all ended
+        if done.all():
+            break
+        if done.sum() * 8 >= n:  # retire them, an eighth or more at a time
+            final_scores[images[done]] = scores[done]
+            final_len[images[done]] = n_tok.view(n, K)[done]
+            keep = (~done).nonzero().squeeze(1)  # (n',)
+            keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).reshape(
+                -1
+            )  # (n'*K,)
+            state = tuple(
+                s.index_select(0, keep if i in static else keep_rows)
+                for i, s in enumerate(state)
+            )
             images, rows, scores = images[keep], rows[keep_rows], scores[keep]
-            words, finished, n_tok = words[keep_rows], finished[keep_rows], n_tok[keep_rows]
-    final_scores[images] = scores; final_len[images] = n_tok.view(-1, K)
-    final = final_scores / final_len.clamp(min=1) ** length_norm if length_norm else final_scores
-    row = torch.arange(B, device=dev) * K + final.argmax(1)                  # (B,) the best beam of each image
+            words, finished, n_tok = (
+                words[keep_rows],
+                finished[keep_rows],
+                n_tok[keep_rows],
+            )
+    final_scores[images] = scores
+    final_len[images] = n_tok.view(-1, K)
+    final = (
+        final_scores / final_len.clamp(min=1) ** length_norm
+        if length_norm
+        else final_scores
+    )
+    row = torch.arange(B, device=dev) * K + final.argmax(
+        1
+    )  # (B,) the best beam of each image
     best_score = final_scores.reshape(-1)[row]
     toks, alphas = [], []
-    for t in reversed(range(len(chosen))):                                    # follow the parents back to step 0
-        toks.append(chosen[t][row]); row = parent[t][row]; alphas.append(attn[t][row])   # α of the parent that chose it
-    return _captions(torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score)
+    for t in reversed(range(len(chosen))):  # follow the parents back to step 0
+        toks.append(chosen[t][row])
+        row = parent[t][row]
+        alphas.append(attn[t][row])  # α of the parent that chose it
+    return _captions(
+        torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score
+    )
 
-def decode(model, feats: torch.Tensor, beam_size: int = 3, max_len: int = 20, suppress: Sequence[int] = (),
-           length_norm: float = 0.0) -> list[Caption]:
+
+def decode(
+    model,
+    feats: torch.Tensor,
+    beam_size: int = 3,
+    max_len: int = 20,
+    suppress: Sequence[int] = (),
+    length_norm: float = 0.0,
+) -> list[Caption]:
     "Beam search for `beam_size` > 1, greedy for 1 (where `length_norm` has no effect): what evaluation and the `caption` command use."
-    if beam_size < 1: raise ValueError(f"beam_size must be at least 1, got {beam_size}")
-    if not length_norm >= 0: raise ValueError(f"length_norm must be 0 or more, got {length_norm}")
-    if beam_size == 1: return greedy(model, feats, max_len, suppress)
-    return beam_search(model, feats, beam_size, max_len, length_norm=length_norm, suppress=suppress)
+    if beam_size < 1:
+        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+    if not length_norm >= 0:
+        raise ValueError(f"length_norm must be 0 or more, got {length_norm}")
+    if beam_size == 1:
+        return greedy(model, feats, max_len, suppress)
+    return beam_search(
+        model, feats, beam_size, max_len, length_norm=length_norm, suppress=suppress
+    )
 
 # %% ../nbs/08_decoding.ipynb #ensemble
 class Ensemble(torch.nn.Module):
     "Captioners that read the same annotations, decoded as one: p(y | ·) is the mean of the members' p_m(y | ·). A captioner itself (`init_state`, `step`, `forward`)."
+
     def __init__(self, models: Sequence[torch.nn.Module]):
         super().__init__()
-        if not len(models): raise ValueError("an Ensemble needs at least one captioner")
+        if not len(models):
+            raise ValueError("an Ensemble needs at least one captioner")
         self.members = torch.nn.ModuleList(models)
-        self._sizes: list[int] | None = None                                     # each member's state length, from init_state
+        self._sizes: list[int] | None = (
+            None  # each member's state length, from init_state
+        )
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "The members' states, joined into one tuple."
@@ -153,30 +231,46 @@ class Ensemble(torch.nn.Module):
     @property
     def static_state(self) -> tuple[int, ...]:
         "Each member's per-image constants, at their positions in the joined state (known once `init_state` has run)."
-        if self._sizes is None: raise RuntimeError("an Ensemble knows its static_state after init_state")
+        if self._sizes is None:
+            raise RuntimeError("an Ensemble knows its static_state after init_state")
         offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes))]
-        return tuple(o + i for m, o in zip(self.members, offsets) for i in getattr(m, "static_state", ()))
+        return tuple(
+            o + i
+            for m, o in zip(self.members, offsets)
+            for i in getattr(m, "static_state", ())
+        )
 
     def _mix(self, logps: list) -> torch.Tensor:
         "log of the mean of the members' probabilities."
-        return torch.stack([lp.float() for lp in logps]).logsumexp(0) - math.log(len(logps))
+        return torch.stack([lp.float() for lp in logps]).logsumexp(0) - math.log(
+            len(logps)
+        )
 
     def step(self, words: torch.Tensor, state: tuple):
         "Every member steps on the same words with its part of the state: log of the mean p `(N, V)`, the joined state, mean α `(N, L)`."
-        if self._sizes is None or len(state) != sum(self._sizes): raise RuntimeError("an Ensemble's step needs the state of its init_state")
+        if self._sizes is None or len(state) != sum(self._sizes):
+            raise RuntimeError("an Ensemble's step needs the state of its init_state")
         out, start = [], 0
         for m, n in zip(self.members, self._sizes):
-            out.append(m.step(words, state[start:start + n])); start += n
-        return (self._mix([o[0] for o in out]), tuple(x for o in out for x in o[1]),
-                torch.stack([o[2].float() for o in out]).mean(0))
+            out.append(m.step(words, state[start : start + n]))
+            start += n
+        return (
+            self._mix([o[0] for o in out]),
+            tuple(x for o in out for x in o[1]),
+            torch.stack([o[2].float() for o in out]).mean(0),
+        )
 
     def forward(self, feats, captions, lengths):
         "Teacher forcing: log of the mean p `(B, T, V)` (log-probabilities serve as logits) and the mean α `(B, T, L)`."
         out = [m(feats, captions, lengths) for m in self.members]
-        return self._mix([o[0].float().log_softmax(-1) for o in out]), torch.stack([o[1].float() for o in out]).mean(0)
+        return self._mix([o[0].float().log_softmax(-1) for o in out]), torch.stack(
+            [o[1].float() for o in out]
+        ).mean(0)
 
 # %% ../nbs/08_decoding.ipynb #dab079bb
-def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def sample(
+    model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Sample one caption per row from p_T ∝ p^(1/T): tokens `(B, T)` (<pad> after <end>), Σ_t log p_T `(B,)` with gradient, mask `(B, T)` of real tokens."
     state = model.init_state(feats)
     B = feats.shape[0]
@@ -184,14 +278,19 @@ def sample(model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1
     done = torch.zeros(B, dtype=torch.bool, device=feats.device)
     toks, lps, masks = [], [], []
     for _ in range(max_len):
-        lp, state, _ = model.step(words, state)                                # (B, V)
-        if temperature != 1.0: lp = (lp / temperature).log_softmax(-1)         # log p_T(y) = log p(y)/T − log Σ_v p(v)^(1/T)
-        with torch.no_grad(): w = torch.multinomial(lp.detach().exp(), 1).squeeze(1)
+        lp, state, _ = model.step(words, state)  # (B, V)
+        if temperature != 1.0:
+            lp = (lp / temperature).log_softmax(
+                -1
+            )  # log p_T(y) = log p(y)/T − log Σ_v p(v)^(1/T)
+        with torch.no_grad():
+            w = torch.multinomial(lp.detach().exp(), 1).squeeze(1)
         w = torch.where(done, 0, w)
         masks.append(~done)
         lps.append(torch.where(done, 0.0, lp.gather(1, w[:, None]).squeeze(1)))
         toks.append(w)
         done = done | (w == 2)
         words = w
-        if done.all(): break
+        if done.all():
+            break
     return torch.stack(toks, 1), torch.stack(lps, 1).sum(1), torch.stack(masks, 1)

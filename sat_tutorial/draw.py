@@ -23,88 +23,151 @@ __all__ = ['FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'parse_amat', 'BinaryI
            'DRAW', 'kl_standard_normal', 'draw_loss', 'generate']
 
 # %% ../nbs/04_draw.ipynb #fdd6bb42
-_ALLOWED = np.zeros(256, bool); _ALLOWED[[48, 49, 9, 10, 13, 32]] = True   # '0', '1', tab, \n, \r, space
+_ALLOWED = np.zeros(256, bool)
+_ALLOWED[[48, 49, 9, 10, 13, 32]] = True  # '0', '1', tab, \n, \r, space
+
 
 def parse_amat(raw: bytes, width: int = 784) -> np.ndarray:
     "Parse the text `.amat` format (one image per line, `0`/`1` separated by whitespace) into a uint8 array (rows, width)."
     a = np.frombuffer(raw, np.uint8)
     rows = raw.count(b"\n") + (len(raw) > 0 and raw[-1:] != b"\n")
-    if len(a) == rows * 2 * width:                   # the canonical layout: "v v v ... v\n", one byte per value and separator
+    if (
+        len(a) == rows * 2 * width
+    ):  # the canonical layout: "v v v ... v\n", one byte per value and separator
         v = a.reshape(rows, 2 * width)
-        x, sep = v[:, 0::2], v[:, 1::2]              # (rows, width) values, (rows, width) separators
-        if ((x | 1) == 49).all() and (sep[:, :-1] == 32).all() and (sep[:, -1] == 10).all(): return x - 48
-    if not _ALLOWED[a].all():                        # any other layout: keep the '0'/'1' bytes, check the rest is whitespace
+        x, sep = (
+            v[:, 0::2],
+            v[:, 1::2],
+        )  # (rows, width) values, (rows, width) separators
+        if (
+            ((x | 1) == 49).all()
+            and (sep[:, :-1] == 32).all()
+            and (sep[:, -1] == 10).all()
+        ):
+            return x - 48
+    if not _ALLOWED[
+        a
+    ].all():  # any other layout: keep the '0'/'1' bytes, check the rest is whitespace
         bad = bytes(np.unique(a[~_ALLOWED[a]])[:5].tolist())
-        raise ValueError(f"not a binary .amat file: found characters {bad!r} besides 0, 1 and whitespace")
+        raise ValueError(
+            f"not a binary .amat file: found characters {bad!r} besides 0, 1 and whitespace"
+        )
     rows = sum(1 for line in raw.splitlines() if line.strip())
     x = a[(a == 48) | (a == 49)] - 48
     if x.size != rows * width:
         raise ValueError(f"expected {rows} rows of {width} values, got {x.size} values")
     return x.reshape(rows, width)
 
+
 @functools.lru_cache(maxsize=4)
 def _read_amat(path: str, mtime: float) -> torch.Tensor:
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f: return torch.from_numpy(parse_amat(f.read()))
+    with opener(path, "rb") as f:
+        return torch.from_numpy(parse_amat(f.read()))
 
 # %% ../nbs/04_draw.ipynb #be4a303b
 FIXED_SOURCE = "binarized MNIST, fixed binarisation (Larochelle & Murray 2011) — the paper's benchmark"
 DYNAMIC_SOURCE = "MNIST, dynamically binarised (fallback; NLL not comparable to the paper's fixed-binarisation numbers)"
-DATA_HINT = ("DRAW needs binarized_mnist_{train,valid,test}.amat(.gz) (Larochelle & Murray 2011) in "
-             "$SAT_TUTORIAL_DATA/binarized_mnist/ — or, as a fallback, the four MNIST *-ubyte.gz files in "
-             "$SAT_TUTORIAL_DATA/mnist/raw/ (then it trains on dynamically binarised MNIST).")
+DATA_HINT = (
+    "DRAW needs binarized_mnist_{train,valid,test}.amat(.gz) (Larochelle & Murray 2011) in "
+    "$SAT_TUTORIAL_DATA/binarized_mnist/ — or, as a fallback, the four MNIST *-ubyte.gz files in "
+    "$SAT_TUTORIAL_DATA/mnist/raw/ (then it trains on dynamically binarised MNIST)."
+)
 
 # %% ../nbs/04_draw.ipynb #35c401f1
 @dataclass
 class BinaryImages:
     "One split of binarised 28×28 digits, flattened: fixed 0/1 pixels, or grey levels re-binarised at every draw."
-    x: torch.Tensor          # (n, 784): uint8 0/1, or float32 grey levels in [0, 1] when dynamic
+
+    x: (
+        torch.Tensor
+    )  # (n, 784): uint8 0/1, or float32 grey levels in [0, 1] when dynamic
     source: str
     dynamic: bool = False
-    A: int = 28              # width
-    B: int = 28              # height
+    A: int = 28  # width
+    B: int = 28  # height
 
-    def __len__(self): return len(self.x)
+    def __len__(self):
+        return len(self.x)
 
     def batch(self, idx, device=None) -> torch.Tensor:
         "Images `idx` as a float tensor of 0s and 1s, (len(idx), A·B)."
         x = self.x[idx].to(device)
         return torch.bernoulli(x) if self.dynamic else x.float()
 
+
 def _mnist_split(split: str) -> BinaryImages:
     raw = data_root() / "mnist" / "raw"
-    name = "t10k-images-idx3-ubyte.gz" if split == "test" else "train-images-idx3-ubyte.gz"
-    x = torch.from_numpy(read_idx(find_data("mnist", "raw", name, hint=DATA_HINT)).reshape(-1, 784).astype(np.float32) / 255)
-    if split == "train": x = x[:50_000]
-    if split == "valid": x = x[50_000:]
-    if split == "test":  # binarise once, with a fixed seed, so that test numbers are repeatable
-        return BinaryImages(torch.bernoulli(x, generator=torch.Generator().manual_seed(0)).to(torch.uint8), DYNAMIC_SOURCE)
+    name = (
+        "t10k-images-idx3-ubyte.gz" if split == "test" else "train-images-idx3-ubyte.gz"
+    )
+    x = torch.from_numpy(
+        read_idx(find_data("mnist", "raw", name, hint=DATA_HINT))
+        .reshape(-1, 784)
+        .astype(np.float32)
+        / 255
+    )
+    if split == "train":
+        x = x[:50_000]
+    if split == "valid":
+        x = x[50_000:]
+    if (
+        split == "test"
+    ):  # binarise once, with a fixed seed, so that test numbers are repeatable
+        return BinaryImages(
+            torch.bernoulli(x, generator=torch.Generator().manual_seed(0)).to(
+                torch.uint8
+            ),
+            DYNAMIC_SOURCE,
+        )
     return BinaryImages(x, DYNAMIC_SOURCE, dynamic=True)
+
 
 def load_binarized_mnist(split: str = "train", source: str = "auto") -> BinaryImages:
     "Binarised MNIST `split` (train/valid/test): `source='fixed'` (the paper's), `'dynamic'`, or `'auto'` (fixed, else dynamic with a warning)."
-    if split not in ("train", "valid", "test"): raise ValueError(f"split must be train, valid or test, not {split!r}")
-    if source not in ("auto", "fixed", "dynamic"): raise ValueError(f"source must be auto, fixed or dynamic, not {source!r}")
-    if source == "dynamic": return _mnist_split(split)
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split must be train, valid or test, not {split!r}")
+    if source not in ("auto", "fixed", "dynamic"):
+        raise ValueError(f"source must be auto, fixed or dynamic, not {source!r}")
+    if source == "dynamic":
+        return _mnist_split(split)
     folder = data_root() / "binarized_mnist"
     plain = folder / f"binarized_mnist_{split}.amat"
     try:
-        path = plain if plain.exists() else find_data("binarized_mnist", f"binarized_mnist_{split}.amat.gz", hint=DATA_HINT)
+        path = (
+            plain
+            if plain.exists()
+            else find_data(
+                "binarized_mnist", f"binarized_mnist_{split}.amat.gz", hint=DATA_HINT
+            )
+        )
     except FileNotFoundError:
-        if source == "fixed" or not (data_root() / "mnist" / "raw" / "train-images-idx3-ubyte.gz").exists(): raise
-        warnings.warn(f"{folder} has no binarized_mnist_{split}.amat(.gz); using {DYNAMIC_SOURCE}")
+        if (
+            source == "fixed"
+            or not (
+                data_root() / "mnist" / "raw" / "train-images-idx3-ubyte.gz"
+            ).exists()
+        ):
+            raise
+        warnings.warn(
+            f"{folder} has no binarized_mnist_{split}.amat(.gz); using {DYNAMIC_SOURCE}"
+        )
         return _mnist_split(split)
     return BinaryImages(_read_amat(str(path), path.stat().st_mtime), FIXED_SOURCE)
 
 # %% ../nbs/04_draw.ipynb #81fd5125
 def marginal_nll(train: BinaryImages, test: BinaryImages) -> float:
     "NLL in nats per image of `test` under independent per-pixel Bernoullis fitted to `train` (a model with no latents)."
-    p = (train.x.double().sum(0) + 1) / (len(train) + 2)              # (A·B,) smoothed pixel frequencies
+    p = (train.x.double().sum(0) + 1) / (
+        len(train) + 2
+    )  # (A·B,) smoothed pixel frequencies
     x = test.x.double()
     return -(x @ p.log() + (1 - x) @ (1 - p).log()).mean().item()
 
 # %% ../nbs/04_draw.ipynb #7673d1c9
-def attention_params(emission: torch.Tensor, A: int, B: int, N: int) -> tuple[torch.Tensor, ...]:
+def attention_params(
+    emission: torch.Tensor, A: int, B: int, N: int
+) -> tuple[torch.Tensor, ...]:
     "Rescale the emission $W(h^{dec})$ `(bs, 5)` to the image: $(g_X, g_Y, \\sigma^2, \\delta, \\gamma)$, each `(bs,)`."
     gx_t, gy_t, log_sigma2, log_delta_t, log_gamma = emission.unbind(-1)
     g_X = (A + 1) / 2 * (gx_t + 1)
@@ -113,25 +176,40 @@ def attention_params(emission: torch.Tensor, A: int, B: int, N: int) -> tuple[to
     return g_X, g_Y, log_sigma2.exp(), delta, log_gamma.exp()
 
 # %% ../nbs/04_draw.ipynb #1535706d
-def filterbank(g_X, g_Y, sigma2, delta, N: int, A: int, B: int) -> tuple[torch.Tensor, torch.Tensor]:
+def filterbank(
+    g_X, g_Y, sigma2, delta, N: int, A: int, B: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     "The $N \\times N$ grid of Gaussian filters: $F_X$ `(bs, N, A)` and $F_Y$ `(bs, N, B)`, rows summing to one."
-    i = torch.arange(1, N + 1, dtype=g_X.dtype, device=g_X.device)            # (N,)  filter index, from 1
-    a = torch.arange(1, A + 1, dtype=g_X.dtype, device=g_X.device)            # (A,)  pixel column, from 1
-    b = torch.arange(1, B + 1, dtype=g_X.dtype, device=g_X.device)            # (B,)  pixel row, from 1
-    mu_X = g_X[:, None] + (i - N / 2 - 0.5) * delta[:, None]                   # (bs, N)
-    mu_Y = g_Y[:, None] + (i - N / 2 - 0.5) * delta[:, None]                   # (bs, N)
-    two_s2 = 2 * sigma2[:, None, None]                                          # (bs, 1, 1)
-    F_X = torch.softmax(-(a - mu_X[..., None]) ** 2 / two_s2, dim=-1)          # (bs, N, A)
-    F_Y = torch.softmax(-(b - mu_Y[..., None]) ** 2 / two_s2, dim=-1)          # (bs, N, B)
+    i = torch.arange(
+        1, N + 1, dtype=g_X.dtype, device=g_X.device
+    )  # (N,)  filter index, from 1
+    a = torch.arange(
+        1, A + 1, dtype=g_X.dtype, device=g_X.device
+    )  # (A,)  pixel column, from 1
+    b = torch.arange(
+        1, B + 1, dtype=g_X.dtype, device=g_X.device
+    )  # (B,)  pixel row, from 1
+    mu_X = g_X[:, None] + (i - N / 2 - 0.5) * delta[:, None]  # (bs, N)
+    mu_Y = g_Y[:, None] + (i - N / 2 - 0.5) * delta[:, None]  # (bs, N)
+    two_s2 = 2 * sigma2[:, None, None]  # (bs, 1, 1)
+    F_X = torch.softmax(-((a - mu_X[..., None]) ** 2) / two_s2, dim=-1)  # (bs, N, A)
+    F_Y = torch.softmax(-((b - mu_Y[..., None]) ** 2) / two_s2, dim=-1)  # (bs, N, B)
     return F_X, F_Y
 
 # %% ../nbs/04_draw.ipynb #c70e2e2f
-def read_glimpse(x: torch.Tensor, F_X: torch.Tensor, F_Y: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+def read_glimpse(
+    x: torch.Tensor, F_X: torch.Tensor, F_Y: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
     "$\\gamma F_Y x F_X^\\top$ for images `x` `(bs, C, B, A)` (C channels, e.g. $x$ and $\\hat x$): glimpses `(bs, C, N, N)`."
     # (bs, 1, N, B) @ (bs, C, B, A) @ (bs, 1, A, N) -> (bs, C, N, N)
-    return gamma[:, None, None, None] * (F_Y[:, None] @ x @ F_X[:, None].transpose(-1, -2))
+    return gamma[:, None, None, None] * (
+        F_Y[:, None] @ x @ F_X[:, None].transpose(-1, -2)
+    )
 
-def write_patch(w: torch.Tensor, F_X: torch.Tensor, F_Y: torch.Tensor, gamma: torch.Tensor) -> torch.Tensor:
+
+def write_patch(
+    w: torch.Tensor, F_X: torch.Tensor, F_Y: torch.Tensor, gamma: torch.Tensor
+) -> torch.Tensor:
     "$\\frac{1}{\\hat\\gamma} \\hat F_Y^\\top w \\hat F_X$ for patches `w` `(bs, N, N)`: canvas updates `(bs, B, A)`."
     # (bs, B, N) @ (bs, N, N) @ (bs, N, A) -> (bs, B, A)
     return (F_Y.transpose(-1, -2) @ w @ F_X) / gamma[:, None, None]
@@ -143,44 +221,94 @@ def window_rect(params: torch.Tensor, N: int) -> tuple[float, float, float]:
     side = N * delta
     return g_X - 1 - side / 2, g_Y - 1 - side / 2, side
 
+
 def draw_window(ax, params: torch.Tensor, N: int, color: str = "r") -> None:
     "Draw the attention window `(g_X, g_Y, σ², δ, γ)` on `ax`; the border width grows with σ."
     from matplotlib.patches import Rectangle
+
     x0, y0, side = window_rect(params, N)
     lw = min(0.6 + 0.5 * math.sqrt(float(params[2])), 4.0)
-    ax.add_patch(Rectangle((x0, y0), side, side, fill=False, edgecolor=color, linewidth=lw))
+    ax.add_patch(
+        Rectangle((x0, y0), side, side, fill=False, edgecolor=color, linewidth=lw)
+    )
 
 # %% ../nbs/04_draw.ipynb #41540014
 def _tile_bias(N: int, A: int, B: int, write: bool) -> torch.Tensor:
     "Emission bias for a grid that tiles the image: δ = max(A,B)/N, σ = δ/2, centred; γ̂ = 1/δ² for writes, γ = 1 for reads."
     d = max(A, B) / N
     d_tilde = d * max(N - 1, 1) / (max(A, B) - 1)
-    return torch.tensor([0., 0., 2 * math.log(d / 2), math.log(d_tilde), -2 * math.log(d) if write else 0.])
+    return torch.tensor(
+        [
+            0.0,
+            0.0,
+            2 * math.log(d / 2),
+            math.log(d_tilde),
+            -2 * math.log(d) if write else 0.0,
+        ]
+    )
+
 
 class DrawOutput(NamedTuple):
     "What one pass of DRAW returns; the recorded fields are None unless asked for."
-    c_T: torch.Tensor                 # (bs, B, A) final canvas, logits of the Bernoulli means
-    mu: torch.Tensor | None           # (T, bs, Z) means of Q(Z_t | h_enc_t); None when generating
-    log_sigma: torch.Tensor | None    # (T, bs, Z) log standard deviations
-    canvases: torch.Tensor | None     # (T, bs, B, A) σ(c_t) after each step
-    read: torch.Tensor | None         # (T, bs, 5) read attention (g_X, g_Y, σ², δ, γ) per step
-    write: torch.Tensor | None        # (T, bs, 5) write attention per step
+
+    c_T: torch.Tensor  # (bs, B, A) final canvas, logits of the Bernoulli means
+    mu: (
+        torch.Tensor | None
+    )  # (T, bs, Z) means of Q(Z_t | h_enc_t); None when generating
+    log_sigma: torch.Tensor | None  # (T, bs, Z) log standard deviations
+    canvases: torch.Tensor | None  # (T, bs, B, A) σ(c_t) after each step
+    read: torch.Tensor | None  # (T, bs, 5) read attention (g_X, g_Y, σ², δ, γ) per step
+    write: torch.Tensor | None  # (T, bs, 5) write attention per step
+
 
 class DRAW(nn.Module):
     "Deep Recurrent Attentive Writer: encoder/decoder LSTMs reading from `x` and adding writes to a canvas over `T` steps."
-    def __init__(self, T: int = 64, read_n: int = 2, write_n: int = 5, z_dim: int = 100, hidden: int = 256,
-                 attention: bool = True, A: int = 28, B: int = 28):
+
+    def __init__(
+        self,
+        T: int = 64,
+        read_n: int = 2,
+        write_n: int = 5,
+        z_dim: int = 100,
+        hidden: int = 256,
+        attention: bool = True,
+        A: int = 28,
+        B: int = 28,
+    ):
         super().__init__()
-        self.config = dict(T=T, read_n=read_n, write_n=write_n, z_dim=z_dim, hidden=hidden, attention=attention, A=A, B=B)
-        self.T, self.read_n, self.write_n, self.z_dim, self.attention, self.A, self.B = T, read_n, write_n, z_dim, attention, A, B
+        self.config = dict(
+            T=T,
+            read_n=read_n,
+            write_n=write_n,
+            z_dim=z_dim,
+            hidden=hidden,
+            attention=attention,
+            A=A,
+            B=B,
+        )
+        (
+            self.T,
+            self.read_n,
+            self.write_n,
+            self.z_dim,
+            self.attention,
+            self.A,
+            self.B,
+        ) = T, read_n, write_n, z_dim, attention, A, B
         read_size = 2 * read_n * read_n if attention else 2 * A * B
-        self.enc = nn.LSTMCell(read_size + hidden, hidden)                  # RNN^enc([r_t, h^dec_{t-1}])
-        self.dec = nn.LSTMCell(z_dim, hidden)                               # RNN^dec(z_t)
-        self.Q = nn.Linear(hidden, 2 * z_dim)                               # h^enc -> (μ_t, log σ_t)
-        self.W_write = nn.Linear(hidden, write_n * write_n if attention else A * B)   # h^dec -> w_t
+        self.enc = nn.LSTMCell(
+            read_size + hidden, hidden
+        )  # RNN^enc([r_t, h^dec_{t-1}])
+        self.dec = nn.LSTMCell(z_dim, hidden)  # RNN^dec(z_t)
+        self.Q = nn.Linear(hidden, 2 * z_dim)  # h^enc -> (μ_t, log σ_t)
+        self.W_write = nn.Linear(
+            hidden, write_n * write_n if attention else A * B
+        )  # h^dec -> w_t
         if attention:
-            self.W_read_attn = nn.Linear(hidden, 5)                          # h^dec_{t-1} -> read's 5 parameters
-            self.W_write_attn = nn.Linear(hidden, 5)                         # h^dec_t -> write's 5 parameters
+            self.W_read_attn = nn.Linear(
+                hidden, 5
+            )  # h^dec_{t-1} -> read's 5 parameters
+            self.W_write_attn = nn.Linear(hidden, 5)  # h^dec_t -> write's 5 parameters
             with torch.no_grad():
                 self.W_read_attn.bias.copy_(_tile_bias(read_n, A, B, write=False))
                 self.W_write_attn.bias.copy_(_tile_bias(write_n, A, B, write=True))
@@ -190,56 +318,82 @@ class DRAW(nn.Module):
 
     def read(self, x, x_hat, h_dec):
         "r_t from `x`, `x_hat` `(bs, B, A)` and $h^{dec}_{t-1}$: `(bs, 2N²)` and the attention `(bs, 5)` (None without attention)."
-        if not self.attention: return torch.cat([x.flatten(1), x_hat.flatten(1)], 1), None     # (bs, 2AB)
+        if not self.attention:
+            return torch.cat([x.flatten(1), x_hat.flatten(1)], 1), None  # (bs, 2AB)
         p = attention_params(self.W_read_attn(h_dec), self.A, self.B, self.read_n)
         F_X, F_Y = filterbank(*p[:4], self.read_n, self.A, self.B)
-        r = read_glimpse(torch.stack([x, x_hat], 1), F_X, F_Y, p[4])      # (bs, 2, N, N)
-        return r.flatten(1), torch.stack(p, -1)                             # (bs, 2N²), (bs, 5)
+        r = read_glimpse(torch.stack([x, x_hat], 1), F_X, F_Y, p[4])  # (bs, 2, N, N)
+        return r.flatten(1), torch.stack(p, -1)  # (bs, 2N²), (bs, 5)
 
     def write(self, h_dec):
         "Canvas update from $h^{dec}_t$: `(bs, B, A)` and the attention `(bs, 5)` (None without attention)."
         w = self.W_write(h_dec)
-        if not self.attention: return w.view(-1, self.B, self.A), None
+        if not self.attention:
+            return w.view(-1, self.B, self.A), None
         p = attention_params(self.W_write_attn(h_dec), self.A, self.B, self.write_n)
         F_X, F_Y = filterbank(*p[:4], self.write_n, self.A, self.B)
-        return write_patch(w.view(-1, self.write_n, self.write_n), F_X, F_Y, p[4]), torch.stack(p, -1)
+        return write_patch(
+            w.view(-1, self.write_n, self.write_n), F_X, F_Y, p[4]
+        ), torch.stack(p, -1)
 
     def _init(self, bs):
-        h_enc, h_dec = self.h_enc_0.expand(bs, -1), self.h_dec_0.expand(bs, -1)     # (bs, H)
-        return h_enc, torch.zeros_like(h_enc), h_dec, torch.zeros_like(h_dec), self.c_0.expand(bs, -1, -1)
+        h_enc, h_dec = (
+            self.h_enc_0.expand(bs, -1),
+            self.h_dec_0.expand(bs, -1),
+        )  # (bs, H)
+        return (
+            h_enc,
+            torch.zeros_like(h_enc),
+            h_dec,
+            torch.zeros_like(h_dec),
+            self.c_0.expand(bs, -1, -1),
+        )
 
     def forward(self, x: torch.Tensor, record: bool = False) -> DrawOutput:
         "Encode and reconstruct `x` `(bs, A·B)` or `(bs, B, A)` of 0/1 pixels."
         bs = x.shape[0]
-        x = x.reshape(bs, self.B, self.A)                                              # (bs, B, A)
+        x = x.reshape(bs, self.B, self.A)  # (bs, B, A)
         h_enc, s_enc, h_dec, s_dec, c = self._init(bs)
         mus, log_sigmas, rec = [], [], {"canvases": [], "read": [], "write": []}
         for t in range(self.T):
-            x_hat = x - torch.sigmoid(c)                                               # error image
+            x_hat = x - torch.sigmoid(c)  # error image
             r, p_read = self.read(x, x_hat, h_dec)
             h_enc, s_enc = self.enc(torch.cat([r, h_dec], 1), (h_enc, s_enc))
-            mu, log_sigma = self.Q(h_enc).chunk(2, dim=-1)                              # (bs, Z) each
-            z = mu + log_sigma.exp() * torch.randn_like(mu)                             # reparameterisation
+            mu, log_sigma = self.Q(h_enc).chunk(2, dim=-1)  # (bs, Z) each
+            z = mu + log_sigma.exp() * torch.randn_like(mu)  # reparameterisation
             h_dec, s_dec = self.dec(z, (h_dec, s_dec))
             dc, p_write = self.write(h_dec)
-            c = c + dc                                                                  # (bs, B, A)
-            mus.append(mu); log_sigmas.append(log_sigma)
-            if record: rec["canvases"].append(torch.sigmoid(c)); rec["read"].append(p_read); rec["write"].append(p_write)
-        return DrawOutput(c, torch.stack(mus), torch.stack(log_sigmas), *self._stack(rec, record))
+            c = c + dc  # (bs, B, A)
+            mus.append(mu)
+            log_sigmas.append(log_sigma)
+            if record:
+                rec["canvases"].append(torch.sigmoid(c))
+                rec["read"].append(p_read)
+                rec["write"].append(p_write)
+        return DrawOutput(
+            c, torch.stack(mus), torch.stack(log_sigmas), *self._stack(rec, record)
+        )
 
     def _stack(self, rec, record):
-        if not record: return None, None, None
-        return tuple(None if not v or v[0] is None else torch.stack(v) for v in (rec["canvases"], rec["read"], rec["write"]))
+        if not record:
+            return None, None, None
+        return tuple(
+            None if not v or v[0] is None else torch.stack(v)
+            for v in (rec["canvases"], rec["read"], rec["write"])
+        )
 
 # %% ../nbs/04_draw.ipynb #dd0eafbb
 def kl_standard_normal(mu: torch.Tensor, log_sigma: torch.Tensor) -> torch.Tensor:
     "Elementwise $\\mathrm{KL}(\\mathcal N(\\mu, \\sigma^2) \\| \\mathcal N(0, 1)) = \\frac12(\\mu^2 + \\sigma^2 - \\log\\sigma^2 - 1)$."
-    return 0.5 * (mu ** 2 + (2 * log_sigma).exp() - 2 * log_sigma - 1)
+    return 0.5 * (mu**2 + (2 * log_sigma).exp() - 2 * log_sigma - 1)
+
 
 def draw_loss(out: DrawOutput, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "$(\\mathcal L^x, \\mathcal L^z)$ per image, in nats, each `(bs,)`: Bernoulli NLL of `x` under σ(c_T), and Σ_t KL to the prior."
-    L_x = F.binary_cross_entropy_with_logits(out.c_T.flatten(1), x.flatten(1), reduction="none").sum(1)   # (bs,)
-    L_z = kl_standard_normal(out.mu, out.log_sigma).sum((0, 2))                                          # (T, bs, Z) -> (bs,)
+    L_x = F.binary_cross_entropy_with_logits(
+        out.c_T.flatten(1), x.flatten(1), reduction="none"
+    ).sum(1)  # (bs,)
+    L_z = kl_standard_normal(out.mu, out.log_sigma).sum((0, 2))  # (T, bs, Z) -> (bs,)
     return L_x, L_z
 
 # %% ../nbs/04_draw.ipynb #1c8dbf64
@@ -254,5 +408,7 @@ def generate(model: DRAW, n: int, record: bool = True) -> DrawOutput:
         h_dec, s_dec = model.dec(z, (h_dec, s_dec))
         dc, p_write = model.write(h_dec)
         c = c + dc
-        if record: rec["canvases"].append(torch.sigmoid(c)); rec["write"].append(p_write)
+        if record:
+            rec["canvases"].append(torch.sigmoid(c))
+            rec["write"].append(p_write)
     return DrawOutput(c, None, None, *model._stack(rec, record))

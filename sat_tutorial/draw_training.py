@@ -13,10 +13,28 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from .core import (InputError, get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything,
-                               set_rng_state, positive_float, positive_int, seed_int)
-from .draw import (DRAW, BinaryImages, draw_loss, draw_window, generate, load_binarized_mnist, marginal_nll,
-                               FIXED_SOURCE)
+from sat_tutorial.core import (
+    InputError,
+    get_device,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+    positive_float,
+    positive_int,
+    seed_int,
+)
+from sat_tutorial.draw import (
+    DRAW,
+    BinaryImages,
+    draw_loss,
+    draw_window,
+    generate,
+    load_binarized_mnist,
+    marginal_nll,
+    FIXED_SOURCE,
+)
 
 # %% auto #0
 __all__ = ['PAPER_NLL', 'DRAW_FORMAT', 'DRAW_CONFIG', 'RUN_FILES', 'batch_indices', 'fit', 'evaluate', 'plot_canvas_strip',
@@ -25,38 +43,68 @@ __all__ = ['PAPER_NLL', 'DRAW_FORMAT', 'DRAW_CONFIG', 'RUN_FILES', 'batch_indice
 # %% ../nbs/04b_draw_training.ipynb #66e77247
 @functools.lru_cache(maxsize=2)
 def _permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
-    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+    return torch.randperm(
+        n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    )
+
 
 def batch_indices(n: int, batch_size: int, step: int, seed: int = 0) -> torch.Tensor:
     "Indices of minibatch `step`: each epoch is a fresh permutation seeded by (seed, epoch); the last partial batch is dropped."
     per_epoch = n // batch_size
     epoch, k = divmod(step, per_epoch)
-    return _permutation(n, seed, epoch)[k * batch_size:(k + 1) * batch_size]
+    return _permutation(n, seed, epoch)[k * batch_size : (k + 1) * batch_size]
 
-def fit(model: DRAW, data: BinaryImages, steps: int, batch_size: int = 64, lr: float = 1e-3, clip: float | None = 10.0,
-        seed: int = 0, opt: torch.optim.Optimizer | None = None, start_step: int = 0, callback=None, progress: bool = False) -> list[float]:
+
+def fit(
+    model: DRAW,
+    data: BinaryImages,
+    steps: int,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    clip: float | None = 10.0,
+    seed: int = 0,
+    opt: torch.optim.Optimizer | None = None,
+    start_step: int = 0,
+    callback=None,
+    progress: bool = False,
+) -> list[float]:
     "Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from `start_step` to `steps`; returns the loss of every step."
     from tqdm import tqdm
+
     device = model.c_0.device
     opt = opt if opt is not None else torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses = []
-    bar = tqdm(range(start_step, steps), initial=start_step, total=steps, desc="draw train", disable=not progress)
+    bar = tqdm(
+        range(start_step, steps),
+        initial=start_step,
+        total=steps,
+        desc="draw train",
+        disable=not progress,
+    )
     for step in bar:
-        x = data.batch(batch_indices(len(data), batch_size, step, seed), device)      # (bs, A·B)
+        x = data.batch(
+            batch_indices(len(data), batch_size, step, seed), device
+        )  # (bs, A·B)
         L_x, L_z = draw_loss(model(x), x)
         loss = (L_x + L_z).mean()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        if clip: nn.utils.clip_grad_norm_(model.parameters(), clip)
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), clip)
         opt.step()
         losses.append(loss.item())
-        if progress and step % 10 == 0: bar.set_postfix(bound=f"{np.mean(losses[-50:]):.1f}")
-        if callback is not None: callback(step + 1, opt, losses)
+        if progress and step % 10 == 0:
+            bar.set_postfix(bound=f"{np.mean(losses[-50:]):.1f}")
+        if callback is not None:
+            callback(step + 1, opt, losses)
     return losses
 
+
 @torch.no_grad()
-def evaluate(model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int = 0) -> dict:
+def evaluate(
+    model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int = 0
+) -> dict:
     "Mean $\\mathcal L^x$, $\\mathcal L^z$ and the NLL bound (nats per image) over all of `data`, with the noise of z seeded."
     device, was_training = model.c_0.device, model.training
     model.eval()
@@ -72,158 +120,335 @@ def evaluate(model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int 
     return {"nll_bound": L_x + L_z, "L_x": L_x, "L_z": L_z, "n": len(data)}
 
 # %% ../nbs/04b_draw_training.ipynb #a12a17f5
-def plot_canvas_strip(canvases: torch.Tensor, windows: Sequence[tuple[torch.Tensor, int, str]] = (), columns: int | None = None,
-                      first: torch.Tensor | None = None, title: str | None = None):
+def plot_canvas_strip(
+    canvases: torch.Tensor,
+    windows: Sequence[tuple[torch.Tensor, int, str]] = (),
+    columns: int | None = None,
+    first: torch.Tensor | None = None,
+    title: str | None = None,
+):
     "Rows = images, columns = steps: `canvases` `(T, n, B, A)`; `windows`: `(params (T, n, 5), N, color)` to draw; `first`: a column to prepend (e.g. the data)."
     import matplotlib.pyplot as plt
+
     T, n = canvases.shape[:2]
-    ts = list(range(T)) if columns is None or columns >= T else sorted({round(v) for v in np.linspace(0, T - 1, columns)})
+    ts = (
+        list(range(T))
+        if columns is None or columns >= T
+        else sorted({round(v) for v in np.linspace(0, T - 1, columns)})
+    )
     ncols = len(ts) + (first is not None)
-    fig, axs = plt.subplots(n, ncols, figsize=(0.9 * ncols, 0.9 * n + (0.3 if title else 0)), squeeze=False)
+    fig, axs = plt.subplots(
+        n, ncols, figsize=(0.9 * ncols, 0.9 * n + (0.3 if title else 0)), squeeze=False
+    )
     for r in range(n):
-        if first is not None: axs[r, 0].imshow(first[r].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
+        if first is not None:
+            axs[r, 0].imshow(first[r].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
         for k, t in enumerate(ts):
             ax = axs[r, k + (first is not None)]
             ax.imshow(canvases[t, r].cpu().numpy(), cmap="gray_r", vmin=0, vmax=1)
             for params, N, color in windows:
-                if params is not None: draw_window(ax, params[t, r].cpu(), N, color)
-            if r == 0: ax.set_title(f"t={t + 1}", fontsize=7)
-    for ax in axs.flat: ax.set_xticks([]); ax.set_yticks([]); ax.set_xlim(-0.5, canvases.shape[-1] - 0.5); ax.set_ylim(canvases.shape[-2] - 0.5, -0.5)
-    if first is not None: axs[0, 0].set_title("data", fontsize=7)
-    if title: fig.suptitle(title, fontsize=9)
+                if params is not None:
+                    draw_window(ax, params[t, r].cpu(), N, color)
+            if r == 0:
+                ax.set_title(f"t={t + 1}", fontsize=7)
+    for ax in axs.flat:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlim(-0.5, canvases.shape[-1] - 0.5)
+        ax.set_ylim(canvases.shape[-2] - 0.5, -0.5)
+    if first is not None:
+        axs[0, 0].set_title("data", fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     return fig
 
 # %% ../nbs/04b_draw_training.ipynb #7e3780ac
-PAPER_NLL = {"attention": 80.97, "no_attention": 87.40}   # Gregor et al. 2015, Table 2: test NLL bound (nats), 64 glimpses
-DRAW_FORMAT = "sat_tutorial.draw/1"                       # written into every DRAW checkpoint, so a loader can tell it from others
+PAPER_NLL = {
+    "attention": 80.97,
+    "no_attention": 87.40,
+}  # Gregor et al. 2015, Table 2: test NLL bound (nats), 64 glimpses
+DRAW_FORMAT = "sat_tutorial.draw/1"  # written into every DRAW checkpoint, so a loader can tell it from others
 DRAW_CONFIG = {"T", "read_n", "write_n", "z_dim", "hidden", "attention", "A", "B"}
-RUN_FILES = ("checkpoint.pt", "metrics.json")             # what `draw train` writes into --out
+RUN_FILES = ("checkpoint.pt", "metrics.json")  # what `draw train` writes into --out
+
 
 def load_draw(path, map_location="cpu") -> tuple[DRAW, dict]:
     "The model and raw checkpoint of a `checkpoint.pt` written by `draw train`; any other checkpoint is a one-line `InputError`."
     ck = load_checkpoint(path, map_location=map_location)
     fmt = ck.get("format") if isinstance(ck, dict) else None
     cfg = ck.get("config") if isinstance(ck, dict) else None
-    if fmt not in (None, DRAW_FORMAT) or not isinstance(cfg, dict) or set(cfg) != DRAW_CONFIG or "model" not in ck:
-        what = f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
-        raise InputError(f"{path} is not a DRAW checkpoint (it is {what}); give a checkpoint.pt written by `sat-tutorial draw train`")
+    if (
+        fmt not in (None, DRAW_FORMAT)
+        or not isinstance(cfg, dict)
+        or set(cfg) != DRAW_CONFIG
+        or "model" not in ck
+    ):
+        what = (
+            f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
+        )
+        raise InputError(
+            f"{path} is not a DRAW checkpoint (it is {what}); give a checkpoint.pt written by `sat-tutorial draw train`"
+        )
     model = DRAW(**cfg)
-    try: model.load_state_dict(ck["model"])
+    try:
+        model.load_state_dict(ck["model"])
     except RuntimeError as e:
-        raise InputError(f"{path}: the weights do not fit the DRAW its config describes ({str(e).splitlines()[0]})") from None
+        raise InputError(
+            f"{path}: the weights do not fit the DRAW its config describes ({str(e).splitlines()[0]})"
+        ) from None
     return model, ck
+
 
 def check_out(out: Path, resume: bool, overwrite: bool) -> list[Path]:
     "Refuse to train into a folder that holds a run, unless --resume (continue it) or --overwrite (replace it); the old run's files."
-    if out.exists() and not out.is_dir(): raise InputError(f"--out {out} is a file, not a folder")
-    if resume and overwrite: raise InputError("--resume continues the run in --out and --overwrite replaces it: give one of them")
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a folder")
+    if resume and overwrite:
+        raise InputError(
+            "--resume continues the run in --out and --overwrite replaces it: give one of them"
+        )
     old = [out / f for f in RUN_FILES if (out / f).exists()]
     if old and not resume and not overwrite:
-        raise InputError(f"--out {out} already holds a run ({', '.join(p.name for p in old)}); pass --resume to continue it, "
-                         "--overwrite to replace it, or choose another --out")
+        raise InputError(
+            f"--out {out} already holds a run ({', '.join(p.name for p in old)}); pass --resume to continue it, "
+            "--overwrite to replace it, or choose another --out"
+        )
     return old if overwrite else []
 
 # %% ../nbs/04b_draw_training.ipynb #3bc395fd
 def _train_cmd(args) -> int:
     "`draw train`: train DRAW on binarised MNIST, checkpointing to --out; write metrics.json with the test bound."
-    out = Path(args.out); ckpt_path = out / "checkpoint.pt"
-    old = check_out(out, args.resume, args.overwrite)                  # before anything is written
+    out = Path(args.out)
+    ckpt_path = out / "checkpoint.pt"
+    old = check_out(out, args.resume, args.overwrite)  # before anything is written
     seed_everything(args.seed)
     device = get_device(args.device)
-    train, test = load_binarized_mnist("train", args.binarization), load_binarized_mnist("test", args.binarization)
-    cfg = dict(T=args.glimpses, read_n=args.read_n, write_n=args.write_n, z_dim=args.z_dim, hidden=args.hidden,
-               attention=args.attention, A=train.A, B=train.B)
+    train, test = (
+        load_binarized_mnist("train", args.binarization),
+        load_binarized_mnist("test", args.binarization),
+    )
+    cfg = dict(
+        T=args.glimpses,
+        read_n=args.read_n,
+        write_n=args.write_n,
+        z_dim=args.z_dim,
+        hidden=args.hidden,
+        attention=args.attention,
+        A=train.A,
+        B=train.B,
+    )
     model = DRAW(**cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    steps = args.steps if args.steps is not None else args.epochs * (len(train) // args.batch_size)
+    steps = (
+        args.steps
+        if args.steps is not None
+        else args.epochs * (len(train) // args.batch_size)
+    )
     start, seconds, losses = 0, 0.0, []
     if args.resume and ckpt_path.exists():
         ck = load_checkpoint(ckpt_path, map_location=device)
         if ck["config"] != cfg:
-            raise InputError(f"{ckpt_path} was trained with {ck['config']}, not {cfg}; use the same model flags or another --out")
-        model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"])
+            raise InputError(
+                f"{ckpt_path} was trained with {ck['config']}, not {cfg}; use the same model flags or another --out"
+            )
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
         start, seconds, losses = ck["step"], ck["seconds"], list(ck["losses"])
         set_rng_state(ck["rng"])
         print(f"resuming from {ckpt_path} at step {start}")
     elif args.resume:
         print(f"no checkpoint at {ckpt_path}; starting from scratch")
-    for f in old: f.unlink()
-    if old: print(f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}")
+    for f in old:
+        f.unlink()
+    if old:
+        print(
+            f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    print(f"DRAW ({'attention' if args.attention else 'no attention'}) {cfg} on {train.source}; {steps} steps on {device}")
+    print(
+        f"DRAW ({'attention' if args.attention else 'no attention'}) {cfg} on {train.source}; {steps} steps on {device}"
+    )
     t0 = time.time()
 
     def save(step, opt, hist):
-        if step % args.checkpoint_every and step != steps: return
-        save_checkpoint({"format": DRAW_FORMAT, "model": model.state_dict(), "optimizer": opt.state_dict(), "step": step,
-                         "config": cfg, "losses": losses + hist, "seconds": seconds + time.time() - t0, "rng": rng_state(),
-                         "data": train.source, "seed": args.seed, "batch_size": args.batch_size, "lr": args.lr}, ckpt_path)
+        if step % args.checkpoint_every and step != steps:
+            return
+        save_checkpoint(
+            {
+                "format": DRAW_FORMAT,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "step": step,
+                "config": cfg,
+                "losses": losses + hist,
+                "seconds": seconds + time.time() - t0,
+                "rng": rng_state(),
+                "data": train.source,
+                "seed": args.seed,
+                "batch_size": args.batch_size,
+                "lr": args.lr,
+            },
+            ckpt_path,
+        )
 
-    hist = fit(model, train, steps, batch_size=args.batch_size, lr=args.lr, seed=args.seed, opt=opt, start_step=start,
-               callback=save, progress=True)
+    hist = fit(
+        model,
+        train,
+        steps,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        opt=opt,
+        start_step=start,
+        callback=save,
+        progress=True,
+    )
     seconds += time.time() - t0
     res = evaluate(model, test)
-    metrics = {"test_nll_bound_nats": res["nll_bound"], "test_L_x": res["L_x"], "test_L_z": res["L_z"], "test_images": res["n"],
-               "paper_nll_bound_nats": PAPER_NLL, "marginal_bernoulli_nll_nats": marginal_nll(train, test),
-               "data": train.source, "steps": steps, "train_seconds": seconds,
-               "final_train_bound": float(np.mean((losses + hist)[-100:])) if losses + hist else None,
-               "config": cfg, "batch_size": args.batch_size, "lr": args.lr, "seed": args.seed, "device": str(device)}
+    metrics = {
+        "test_nll_bound_nats": res["nll_bound"],
+        "test_L_x": res["L_x"],
+        "test_L_z": res["L_z"],
+        "test_images": res["n"],
+        "paper_nll_bound_nats": PAPER_NLL,
+        "marginal_bernoulli_nll_nats": marginal_nll(train, test),
+        "data": train.source,
+        "steps": steps,
+        "train_seconds": seconds,
+        "final_train_bound": float(np.mean((losses + hist)[-100:]))
+        if losses + hist
+        else None,
+        "config": cfg,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "seed": args.seed,
+        "device": str(device),
+    }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    print(f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z {res['L_z']:.2f}); "
-          f"wrote {out / 'metrics.json'} and {ckpt_path}")
+    print(
+        f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z {res['L_z']:.2f}); "
+        f"wrote {out / 'metrics.json'} and {ckpt_path}"
+    )
     return 0
 
 # %% ../nbs/04b_draw_training.ipynb #b68509f3
 def _sample_cmd(args) -> int:
     "`draw sample`: draw images from a checkpoint's prior and save the canvas strip as a PNG."
     import matplotlib.pyplot as plt
+
     model, ck = load_draw(args.checkpoint)
     model.eval()
     seed_everything(args.seed)
     g = generate(model, args.n)
-    windows = [(g.write, model.write_n, "g")] if model.attention and args.windows else []
-    fig = plot_canvas_strip(g.canvases, windows=windows, columns=args.columns,
-                            title=f"DRAW samples (step {ck['step']}), columns = glimpses")
+    windows = (
+        [(g.write, model.write_n, "g")] if model.attention and args.windows else []
+    )
+    fig = plot_canvas_strip(
+        g.canvases,
+        windows=windows,
+        columns=args.columns,
+        title=f"DRAW samples (step {ck['step']}), columns = glimpses",
+    )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=100); plt.close(fig)
+    fig.savefig(args.out, dpi=100)
+    plt.close(fig)
     print(f"wrote {args.out}")
     return 0
 
 # %% ../nbs/04b_draw_training.ipynb #b742b097
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `draw train` and `draw sample` on an argparse `subparsers` object; returns the `draw` parser."
-    p = subparsers.add_parser("draw", help="DRAW (Gregor et al. 2015) on binarised MNIST: train, sample",
-                              description="DRAW: attentive read and write in a recurrent VAE, on binarised MNIST.")
+    p = subparsers.add_parser(
+        "draw",
+        help="DRAW (Gregor et al. 2015) on binarised MNIST: train, sample",
+        description="DRAW: attentive read and write in a recurrent VAE, on binarised MNIST.",
+    )
     sub = p.add_subparsers(dest="draw_command", metavar="{train,sample}", required=True)
-    t = sub.add_parser("train", help="train DRAW; writes checkpoint.pt and metrics.json to --out",
-                       description="Train DRAW. The defaults are the paper's MNIST model (64 glimpses, 256 units, z 100, read 2x2, write 5x5).",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    t.add_argument("--attention", action=argparse.BooleanOptionalAction, default=True, help="attentive read/write (else read [x, x̂], write Linear(h))")
-    t.add_argument("--glimpses", "-T", type=positive_int, default=64, help="number of steps T")
+    t = sub.add_parser(
+        "train",
+        help="train DRAW; writes checkpoint.pt and metrics.json to --out",
+        description="Train DRAW. The defaults are the paper's MNIST model (64 glimpses, 256 units, z 100, read 2x2, write 5x5).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    t.add_argument(
+        "--attention",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="attentive read/write (else read [x, x̂], write Linear(h))",
+    )
+    t.add_argument(
+        "--glimpses", "-T", type=positive_int, default=64, help="number of steps T"
+    )
     t.add_argument("--read-n", type=positive_int, default=2, help="read grid N×N")
     t.add_argument("--write-n", type=positive_int, default=5, help="write grid N×N")
-    t.add_argument("--z-dim", type=positive_int, default=100, help="latent dimensions per step")
-    t.add_argument("--hidden", type=positive_int, default=256, help="LSTM units (encoder and decoder)")
-    t.add_argument("--epochs", type=positive_int, default=20, help="epochs of 50,000 images (ignored when --steps is given)")
-    t.add_argument("--steps", type=positive_int, default=None, help="total optimisation steps")
+    t.add_argument(
+        "--z-dim", type=positive_int, default=100, help="latent dimensions per step"
+    )
+    t.add_argument(
+        "--hidden",
+        type=positive_int,
+        default=256,
+        help="LSTM units (encoder and decoder)",
+    )
+    t.add_argument(
+        "--epochs",
+        type=positive_int,
+        default=20,
+        help="epochs of 50,000 images (ignored when --steps is given)",
+    )
+    t.add_argument(
+        "--steps", type=positive_int, default=None, help="total optimisation steps"
+    )
     t.add_argument("--batch-size", type=positive_int, default=64)
     t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
     t.add_argument("--seed", type=seed_int, default=0)
     t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
-    t.add_argument("--binarization", choices=("auto", "fixed", "dynamic"), default="auto",
-                   help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = re-binarised MNIST")
-    t.add_argument("--checkpoint-every", type=positive_int, default=1000, help="steps between checkpoints")
+    t.add_argument(
+        "--binarization",
+        choices=("auto", "fixed", "dynamic"),
+        default="auto",
+        help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = re-binarised MNIST",
+    )
+    t.add_argument(
+        "--checkpoint-every",
+        type=positive_int,
+        default=1000,
+        help="steps between checkpoints",
+    )
     t.add_argument("--out", default="runs/draw", help="output folder")
-    t.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt if it exists")
-    t.add_argument("--overwrite", action="store_true", help="replace the run already in OUT (its checkpoint.pt and metrics.json are deleted first)")
+    t.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue from OUT/checkpoint.pt if it exists",
+    )
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run already in OUT (its checkpoint.pt and metrics.json are deleted first)",
+    )
     t.set_defaults(func=_train_cmd)
-    s = sub.add_parser("sample", help="generate digits from a checkpoint; writes the canvas strip (PNG)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    s.add_argument("--checkpoint", required=True, help="checkpoint.pt written by draw train")
+    s = sub.add_parser(
+        "sample",
+        help="generate digits from a checkpoint; writes the canvas strip (PNG)",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    s.add_argument(
+        "--checkpoint", required=True, help="checkpoint.pt written by draw train"
+    )
     s.add_argument("--n", type=positive_int, default=8, help="number of samples (rows)")
-    s.add_argument("--columns", type=positive_int, default=16, help="steps shown (columns), evenly spaced")
-    s.add_argument("--windows", action=argparse.BooleanOptionalAction, default=True, help="draw the write windows")
+    s.add_argument(
+        "--columns",
+        type=positive_int,
+        default=16,
+        help="steps shown (columns), evenly spaced",
+    )
+    s.add_argument(
+        "--windows",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="draw the write windows",
+    )
     s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument("--out", default="draw_samples.png", help="PNG to write")
     s.set_defaults(func=_sample_cmd)

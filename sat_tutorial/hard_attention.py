@@ -11,8 +11,14 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from .soft_attention import (SoftAttentionCaptioner, StepOperand, caption_nll, rows_per_image, target_mask,
-                                         word_nll)
+from sat_tutorial.soft_attention import (
+    SoftAttentionCaptioner,
+    StepOperand,
+    caption_nll,
+    rows_per_image,
+    target_mask,
+    word_nll,
+)
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
@@ -21,43 +27,68 @@ __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_l
 # %% ../nbs/07_hard_attention.ipynb #475bbdb6
 def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
     "s̃ ~ Multinoulli(α) for each row of `alpha (B, L)`, by inverting the CDF with one uniform per row: `(B,)` indices."
-    u = torch.rand(alpha.shape[0], 1, dtype=alpha.dtype, device=alpha.device)       # (B, 1)
-    return (alpha.detach().cumsum(-1) < u).sum(-1).clamp_max(alpha.shape[-1] - 1)   # (B,): #{i: CDF_i < u}
+    u = torch.rand(alpha.shape[0], 1, dtype=alpha.dtype, device=alpha.device)  # (B, 1)
+    return (
+        (alpha.detach().cumsum(-1) < u).sum(-1).clamp_max(alpha.shape[-1] - 1)
+    )  # (B,): #{i: CDF_i < u}
+
 
 def hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor) -> torch.Tensor:
     "ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per image: the annotation there, `(N, D)`."
-    if isinstance(feats, StepOperand):                # teacher forcing: one-hot @ a, so ∂/∂a is formed once per batch
+    if isinstance(
+        feats, StepOperand
+    ):  # teacher forcing: one-hot @ a, so ∂/∂a is formed once per batch
         if feats.deferred:
-            onehot = F.one_hot(s, feats.shape[1]).to(feats.r.dtype)                              # (N, L)
-            return (rows_per_image(onehot, feats.shape[0]) @ feats).flatten(0, 1)               # (B, k, L) @ (B, L, D)
+            onehot = F.one_hot(s, feats.shape[1]).to(feats.r.dtype)  # (N, L)
+            return (rows_per_image(onehot, feats.shape[0]) @ feats).flatten(
+                0, 1
+            )  # (B, k, L) @ (B, L, D)
         feats = feats.r
-    image = torch.arange(s.shape[0], device=feats.device) // (s.shape[0] // feats.shape[0])   # (N,) row -> its image
-    return feats[image, s]                                                          # (B, L, D) -> (N, D)
+    image = torch.arange(s.shape[0], device=feats.device) // (
+        s.shape[0] // feats.shape[0]
+    )  # (N,) row -> its image
+    return feats[image, s]  # (B, L, D) -> (N, D)
 
 # %% ../nbs/07_hard_attention.ipynb #7af9d84a
-def location_log_probs(alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def location_log_probs(
+    alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     "log α_{t,s_t} per step `(B, T)`, from α `(B, T, L)`, s `(B, T)` and the word mask `(B, T)`; 0 at padded steps."
     return alpha.gather(-1, s[..., None]).squeeze(-1).clamp_min(1e-30).log() * mask
 
-def location_log_prob(alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+
+def location_log_prob(
+    alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
     "log p(s|a) = Σ_t log α_{t,s_t} per caption `(B,)`."
     return location_log_probs(alpha, s, mask).sum(1)
 
+
 def attention_entropy(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     "H[s] = −Σ_t Σ_i α_ti log α_ti per caption `(B,)`, over the real-word steps of `mask (B, T)`."
-    return (-torch.xlogy(alpha, alpha).sum(-1) * mask).sum(1)                         # (B, T) -> (B,)
+    return (-torch.xlogy(alpha, alpha).sum(-1) * mask).sum(1)  # (B, T) -> (B,)
 
 # %% ../nbs/07_hard_attention.ipynb #a08cea76
-def reinforce_surrogate(log_py: torch.Tensor, log_ps: torch.Tensor, entropy: torch.Tensor, b,
-                        sampled: torch.Tensor, lambda_r: float = 1.0, lambda_e: float = 0.0) -> torch.Tensor:
+def reinforce_surrogate(
+    log_py: torch.Tensor,
+    log_ps: torch.Tensor,
+    entropy: torch.Tensor,
+    b,
+    sampled: torch.Tensor,
+    lambda_r: float = 1.0,
+    lambda_e: float = 0.0,
+) -> torch.Tensor:
     "Per caption ℓ = log p(y|s̃,a) + λ_r·sg[log p(y|s̃,a) − b]·log p(s̃|a) + λ_e·H[s̃] `(B,)`; its gradient is the learning rule."
-    advantage = (log_py.detach() - b) * sampled          # (B,) sg[·]: a constant; 0 where the expected α was read
+    advantage = (
+        log_py.detach() - b
+    ) * sampled  # (B,) sg[·]: a constant; 0 where the expected α was read
     return log_py + lambda_r * (advantage * log_ps) + lambda_e * entropy
 
 # %% ../nbs/07_hard_attention.ipynb #hardreads
 @dataclass
 class Reads:
     "What one `rollout` reads: given locations `s (B, T)` or None, the images that read Σ α a `expected (B,)` or None, and the trace of s_t."
+
     s: torch.Tensor | None = None
     expected: torch.Tensor | None = None
     trace: list = field(default_factory=list)
@@ -65,99 +96,177 @@ class Reads:
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
 class HardAttentionCaptioner(SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the learning rule of Xu et al. 2015, §4.1."
-    INFERENCE = ("argmax", "expected")    # how eval mode reads: the most probable location, or Σ α a
 
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, lambda_r: float = 1.0, lambda_e: float = 0.001,
-                 p_expected: float = 0.5, baseline_decay: float = 0.9, inference: str = "argmax"):
-        super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c=0.0, beta_gate=False)
+    INFERENCE = (
+        "argmax",
+        "expected",
+    )  # how eval mode reads: the most probable location, or Σ α a
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        lambda_r: float = 1.0,
+        lambda_e: float = 0.001,
+        p_expected: float = 0.5,
+        baseline_decay: float = 0.9,
+        inference: str = "argmax",
+    ):
+        super().__init__(
+            vocab_size,
+            feature_dim,
+            embed_dim,
+            hidden_dim,
+            attention_dim,
+            dropout,
+            alpha_c=0.0,
+            beta_gate=False,
+        )
         self._init_rule(lambda_r, lambda_e, p_expected, baseline_decay, inference)
 
     def _init_rule(self, lambda_r, lambda_e, p_expected, baseline_decay, inference):
-        if inference not in self.INFERENCE: raise ValueError(f"inference must be one of {self.INFERENCE}, not {inference!r}")
-        if not 0.0 <= p_expected <= 1.0: raise ValueError(f"p_expected must be a probability in [0, 1], not {p_expected}")
+        if inference not in self.INFERENCE:
+            raise ValueError(
+                f"inference must be one of {self.INFERENCE}, not {inference!r}"
+            )
+        if not 0.0 <= p_expected <= 1.0:
+            raise ValueError(
+                f"p_expected must be a probability in [0, 1], not {p_expected}"
+            )
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
         self.baseline_decay, self.inference = baseline_decay, inference
-        self.register_buffer("baseline", torch.zeros(()))                          # b_k, saved with the weights
+        self.register_buffer("baseline", torch.zeros(()))  # b_k, saved with the weights
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
-        self._rollout = None                                                       # a `Reads`, only inside `rollout`
+        self._rollout = None  # a `Reads`, only inside `rollout`
 
     def read(self, alpha: torch.Tensor, t: int | None):
         "s_t `(B,)`: given, s̃_t ~ Multinoulli(α_t) in training, argmax_i α_ti in eval; None: read Σ α a ('expected')."
         r = self._rollout
-        if r is not None and r.s is not None: return r.s[:, t]
-        if self.training: return sample_locations(alpha)
+        if r is not None and r.s is not None:
+            return r.s[:, t]
+        if self.training:
+            return sample_locations(alpha)
         return alpha.argmax(-1) if self.inference == "argmax" else None
 
     def context(self, alpha, z, feats, h, t=None):
         "ẑ_t = a_{s_t}; the soft Σ α a (`z`) for the images picked to read the expected context."
         s = self.read(alpha, t)
-        if s is None: return super().context(alpha, z, feats, h, t)
-        z_s = hard_context(feats, s)                                              # (B, D)
+        if s is None:
+            return super().context(alpha, z, feats, h, t)
+        z_s = hard_context(feats, s)  # (B, D)
         r = self._rollout
         if r is not None:
             r.trace.append(s)
-            if r.expected is not None: z_s = torch.where(r.expected[:, None], z, z_s)
+            if r.expected is not None:
+                z_s = torch.where(r.expected[:, None], z, z_s)
         return super().context(alpha, z_s, feats, h, t)
 
-    def rollout(self, feats, captions, lengths, s: torch.Tensor | None = None, expected: torch.Tensor | None = None):
+    def rollout(
+        self,
+        feats,
+        captions,
+        lengths,
+        s: torch.Tensor | None = None,
+        expected: torch.Tensor | None = None,
+    ):
         "Teacher forcing that also returns the locations read, `(B, T)` (None when none was: 'expected' inference)."
         BT = (feats.shape[0], captions.shape[1] - 1)
-        if s is not None and tuple(s.shape) != BT: raise ValueError(f"s must be (B, T) = {BT}, got {tuple(s.shape)}")
+        if s is not None and tuple(s.shape) != BT:
+            raise ValueError(f"s must be (B, T) = {BT}, got {tuple(s.shape)}")
         self._rollout = r = Reads(s, expected)
-        try: logits, alpha = super().forward(feats, captions, lengths)
-        finally: self._rollout = None
+        try:
+            logits, alpha = super().forward(feats, captions, lengths)
+        finally:
+            self._rollout = None
         return logits, alpha, (torch.stack(r.trace, 1) if r.trace else None)
 
-    def forward(self, feats, captions, lengths, s: torch.Tensor | None = None, expected: torch.Tensor | None = None):
+    def forward(
+        self,
+        feats,
+        captions,
+        lengths,
+        s: torch.Tensor | None = None,
+        expected: torch.Tensor | None = None,
+    ):
         "Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by `s (B, T)`, or by `inference`."
         return self.rollout(feats, captions, lengths, s, expected)[:2]
 
     @torch.no_grad()
     def update_baseline(self, reward: float) -> None:
         "b_k = d·b_{k−1} + (1 − d)·reward with d = `baseline_decay` (0.9); the first update sets b = reward."
-        if self.baseline_steps == 0: self.baseline.fill_(reward)
-        else: self.baseline.mul_(self.baseline_decay).add_((1 - self.baseline_decay) * reward)
+        if self.baseline_steps == 0:
+            self.baseline.fill_(reward)
+        else:
+            self.baseline.mul_(self.baseline_decay).add_(
+                (1 - self.baseline_decay) * reward
+            )
         self.baseline_steps += 1
 
     def loss(self, feats, captions, lengths):
         "Training: −Σ ℓ(s̃)/#words, the surrogate of the learning rule (updates b). Eval: word NLL with `inference`."
-        mask = target_mask(captions, lengths)                                      # (B, T)
+        mask = target_mask(captions, lengths)  # (B, T)
         n_words = mask.sum()
         if not self.training:
             logits, alpha = self(feats, captions, lengths)
             nll = caption_nll(logits, captions, lengths).sum() / n_words
             return nll, {"nll": float(nll.detach())}
-        expected = torch.rand(feats.shape[0], device=feats.device) < self.p_expected   # (B,): one coin per image
+        expected = (
+            torch.rand(feats.shape[0], device=feats.device) < self.p_expected
+        )  # (B,): one coin per image
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
-        log_py = -word_nll(logits, captions, lengths).sum(1)                       # (B,) log p(y | s̃, a)
-        log_ps = location_log_prob(alpha, s, mask)                                 # (B,) log p(s̃ | a)
-        H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
-        sampled = (~expected).to(log_py.dtype)                                     # 0 where Σ α a was read
-        b = self.baseline.to(log_py.dtype, copy=True)                              # b_{k−1}, apart from the update below
-        loss = -reinforce_surrogate(log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e).sum() / n_words
+        log_py = -word_nll(logits, captions, lengths).sum(1)  # (B,) log p(y | s̃, a)
+        log_ps = location_log_prob(alpha, s, mask)  # (B,) log p(s̃ | a)
+        H = attention_entropy(alpha, mask)  # (B,) H[s̃]
+        sampled = (~expected).to(log_py.dtype)  # 0 where Σ α a was read
+        b = self.baseline.to(
+            log_py.dtype, copy=True
+        )  # b_{k−1}, apart from the update below
+        loss = (
+            -reinforce_surrogate(
+                log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e
+            ).sum()
+            / n_words
+        )
         n_sampled = sampled.sum()
-        if n_sampled > 0: self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
-        return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),
-                      "baseline": float(b), "expected": float(expected.float().mean())}
+        if n_sampled > 0:
+            self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
+        return loss, {
+            "nll": float(-log_py.detach().sum() / n_words),
+            "entropy": float(H.detach().sum() / n_words),
+            "baseline": float(b),
+            "expected": float(expected.float().mean()),
+        }
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6
 def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
     "All L^n_steps location sequences `(L**n_steps, T)`, padded with location 0 after `n_steps` steps."
     seqs = list(itertools.product(range(L), repeat=n_steps))
-    return torch.tensor([list(q) + [0] * (T - n_steps) for q in seqs], dtype=torch.long).view(len(seqs), T)
+    return torch.tensor(
+        [list(q) + [0] * (T - n_steps) for q in seqs], dtype=torch.long
+    ).view(len(seqs), T)
 
-def lower_bound_by_enumeration(model: HardAttentionCaptioner, feats, captions, lengths) -> tuple[torch.Tensor, torch.Tensor]:
+
+def lower_bound_by_enumeration(
+    model: HardAttentionCaptioner, feats, captions, lengths
+) -> tuple[torch.Tensor, torch.Tensor]:
     "Exact L_s = Σ_s p(s|a) log p(y|s,a) and log p(y|a) `(B,)` by enumerating every location sequence (tiny models only)."
     L, T = feats.shape[1], captions.shape[1] - 1
     bound, marginal = [], []
     for b in range(feats.shape[0]):
-        S = location_sequences(int(lengths[b]) - 1, L, T).to(feats.device)        # (K, T)
+        S = location_sequences(int(lengths[b]) - 1, L, T).to(feats.device)  # (K, T)
         K = S.shape[0]
-        f, c, l = feats[b:b + 1].expand(K, -1, -1), captions[b:b + 1].expand(K, -1), lengths[b:b + 1].expand(K)
+        f, c, l = (
+            feats[b : b + 1].expand(K, -1, -1),
+            captions[b : b + 1].expand(K, -1),
+            lengths[b : b + 1].expand(K),
+        )
         logits, alpha, _ = model.rollout(f, c, l, s=S)
-        log_py = -caption_nll(logits, c, l)                                        # (K,) log p(y | s, a)
-        log_ps = location_log_prob(alpha, S, target_mask(c, l))                    # (K,) log p(s | a)
+        log_py = -caption_nll(logits, c, l)  # (K,) log p(y | s, a)
+        log_ps = location_log_prob(alpha, S, target_mask(c, l))  # (K,) log p(s | a)
         bound.append((log_ps.exp() * log_py).sum())
         marginal.append(torch.logsumexp(log_ps + log_py, 0))
     return torch.stack(bound), torch.stack(marginal)

@@ -10,10 +10,21 @@ import contextlib
 import torch
 import torch.nn.functional as F
 
-from .soft_attention import (SoftAttentionCaptioner, WarmupSteps, doubly_stochastic_penalty, lstm_cell,
-                                         target_mask, word_nll)
-from .hard_attention import (HardAttentionCaptioner, attention_entropy, location_log_prob, location_log_probs,
-                                         sample_locations)
+from sat_tutorial.soft_attention import (
+    SoftAttentionCaptioner,
+    WarmupSteps,
+    doubly_stochastic_penalty,
+    lstm_cell,
+    target_mask,
+    word_nll,
+)
+from sat_tutorial.hard_attention import (
+    HardAttentionCaptioner,
+    attention_entropy,
+    location_log_prob,
+    location_log_probs,
+    sample_locations,
+)
 
 # %% auto #0
 __all__ = ['MARGINAL_CHUNK', 'MARGINAL_STATIC', 'rewards_to_go', 'credited_surrogate', 'ExtendedRule',
@@ -24,208 +35,430 @@ def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
     "G_t = Σ_{t' ≥ t} r_t' along the last dimension of `r (B, T)`: the part of a caption's reward that s̃_t can change."
     return r.flip(-1).cumsum(-1).flip(-1)
 
-def credited_surrogate(fit: torch.Tensor, log_ps: torch.Tensor, entropy: torch.Tensor, b, sampled: torch.Tensor,
-                       lambda_r: float = 1.0, lambda_e: float = 0.0, reward: torch.Tensor | None = None) -> torch.Tensor:
+
+def credited_surrogate(
+    fit: torch.Tensor,
+    log_ps: torch.Tensor,
+    entropy: torch.Tensor,
+    b,
+    sampled: torch.Tensor,
+    lambda_r: float = 1.0,
+    lambda_e: float = 0.0,
+    reward: torch.Tensor | None = None,
+) -> torch.Tensor:
     """ℓ = fit + λ_r·Σ sg[R − b]·log p + λ_e·H `(B,)`: notebook 07's surrogate with the decoder's term `fit` apart from the reward
     R (`reward`, by default `fit`), and R, `log_ps` and b either per caption `(B,)` or per step `(B, T)` (R = G_t, log α_{t,s̃_t})."""
     R = fit if reward is None else reward
-    if R.shape != log_ps.shape: raise ValueError(f"the reward {tuple(R.shape)} and log p(s̃|a) {tuple(log_ps.shape)} must match")
-    advantage = (R.detach() - b) * sampled.view(-1, *[1] * (R.dim() - 1))   # a constant; 0 where the expected α was used
+    if R.shape != log_ps.shape:
+        raise ValueError(
+            f"the reward {tuple(R.shape)} and log p(s̃|a) {tuple(log_ps.shape)} must match"
+        )
+    advantage = (R.detach() - b) * sampled.view(
+        -1, *[1] * (R.dim() - 1)
+    )  # a constant; 0 where the expected α was used
     credit = advantage * log_ps
-    return fit + lambda_r * (credit.sum(-1) if credit.dim() > 1 else credit) + lambda_e * entropy
+    return (
+        fit
+        + lambda_r * (credit.sum(-1) if credit.dim() > 1 else credit)
+        + lambda_e * entropy
+    )
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7rule
 class ExtendedRule:
     "The training loss of `ExtendedHardAttentionCaptioner`: the paper's rule with the options of this notebook (a mixin)."
+
     @torch.no_grad()
-    def expected_reward(self, feats, captions, lengths, per_word: bool = False) -> torch.Tensor:
+    def expected_reward(
+        self, feats, captions, lengths, per_word: bool = False
+    ) -> torch.Tensor:
         "log p(y | a, ẑ_t = Σ α a) per caption `(B,)` (per word `(B, T)`), without dropout: a baseline that does not depend on s̃."
         was = self.training
         self.eval()
-        try: logits, _, _ = self.rollout(feats, captions, lengths, expected=torch.ones(len(feats), dtype=torch.bool, device=feats.device))
-        finally: self.train(was)
-        word_logp = -word_nll(logits, captions, lengths)                          # (B, T)
+        try:
+            logits, _, _ = self.rollout(
+                feats,
+                captions,
+                lengths,
+                expected=torch.ones(len(feats), dtype=torch.bool, device=feats.device),
+            )
+        finally:
+            self.train(was)
+        word_logp = -word_nll(logits, captions, lengths)  # (B, T)
         return word_logp if per_word else word_logp.sum(1)
 
-    def baseline_values(self, feats, captions, lengths, kind: str | None = None, dtype=torch.float32) -> torch.Tensor:
+    def baseline_values(
+        self, feats, captions, lengths, kind: str | None = None, dtype=torch.float32
+    ) -> torch.Tensor:
         """The baseline `loss` subtracts from each reward: `(B, T)`, b_t for G_t, with reward-to-go credit; else one per caption, `(B,)`
         (the moving average: one number for all, a 0-d tensor). `kind`, `baseline_kind` by default: 'moving_average', b_{k−1}
         (× the words from step t on); 'expected', log p(y | a, Σ α a) of each caption (its words from step t on)."""
         kind = kind or self.baseline_kind
-        if kind not in self.BASELINES: raise ValueError(f"kind must be one of {self.BASELINES}, got {kind!r}")
+        if kind not in self.BASELINES:
+            raise ValueError(f"kind must be one of {self.BASELINES}, got {kind!r}")
         per_step = self.credit == "reward_to_go"
         if kind == "expected":
-            exp_logp = self.expected_reward(feats, captions, lengths, per_word=True)   # (B, T)
+            exp_logp = self.expected_reward(
+                feats, captions, lengths, per_word=True
+            )  # (B, T)
             return rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
-        b = self.baseline.to(dtype, copy=True)                                     # b_{k−1}, kept apart from later updates
-        return b * rewards_to_go(target_mask(captions, lengths).to(dtype)) if per_step else b
+        b = self.baseline.to(dtype, copy=True)  # b_{k−1}, kept apart from later updates
+        return (
+            b * rewards_to_go(target_mask(captions, lengths).to(dtype))
+            if per_step
+            else b
+        )
 
     def loss(self, feats, captions, lengths):
         "Training: the paper's surrogate with this notebook's options (updates b). Eval: word NLL with `inference`."
-        if not self.training: return super().loss(feats, captions, lengths)
-        if self.objective == "marginal": return self.marginal_loss(feats, captions, lengths)
-        mask = target_mask(captions, lengths)                                      # (B, T)
+        if not self.training:
+            return super().loss(feats, captions, lengths)
+        if self.objective == "marginal":
+            return self.marginal_loss(feats, captions, lengths)
+        mask = target_mask(captions, lengths)  # (B, T)
         n_words = mask.sum()
-        expected = torch.rand(feats.shape[0], device=feats.device) < self.expected_share()   # (B,) once per image
-        if self.warming_up(): expected.fill_(True)                                 # `expected_warmup`: every image, for now
+        expected = (
+            torch.rand(feats.shape[0], device=feats.device) < self.expected_share()
+        )  # (B,) once per image
+        if self.warming_up():
+            expected.fill_(True)  # `expected_warmup`: every image, for now
         self.count_training_step()
         logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
-        word_logp = -word_nll(logits, captions, lengths)                           # (B, T) log p(y_t | y_<t, s̃_≤t, a)
-        log_py = word_logp.sum(1)                                                  # (B,) log p(y | s̃, a)
-        fit = -word_nll(logits, captions, lengths, self.label_smoothing).sum(1) if self.label_smoothing else log_py   # the decoder's term
-        per_step = self.credit == "reward_to_go"                                   # credit s̃_t with G_t, not the whole caption
-        log_ps = location_log_probs(alpha, s, mask) if per_step else location_log_prob(alpha, s, mask)   # (B, T) or (B,)
-        H = attention_entropy(alpha, mask)                                         # (B,) H[s̃]
+        word_logp = -word_nll(
+            logits, captions, lengths
+        )  # (B, T) log p(y_t | y_<t, s̃_≤t, a)
+        log_py = word_logp.sum(1)  # (B,) log p(y | s̃, a)
+        fit = (
+            -word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
+            if self.label_smoothing
+            else log_py
+        )  # the decoder's term
+        per_step = (
+            self.credit == "reward_to_go"
+        )  # credit s̃_t with G_t, not the whole caption
+        log_ps = (
+            location_log_probs(alpha, s, mask)
+            if per_step
+            else location_log_prob(alpha, s, mask)
+        )  # (B, T) or (B,)
+        H = attention_entropy(alpha, mask)  # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
-        if self.baseline_kind == "expected":                                       # b(a, y), only for the images that sampled
+        if (
+            self.baseline_kind == "expected"
+        ):  # b(a, y), only for the images that sampled
             rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_ps)
-            if len(rows): b[rows] = self.baseline_values(feats[rows], captions[rows], lengths[rows])
-        else: b = self.baseline_values(feats, captions, lengths, dtype=log_py.dtype)   # b_{k−1}, kept apart from the update below
-        ell = credited_surrogate(fit, log_ps, H, b, sampled, self.lambda_r, self.lambda_e,   # the reward stays log p(y | s̃, a)
-                                 rewards_to_go(word_logp) if per_step else log_py)
+            if len(rows):
+                b[rows] = self.baseline_values(
+                    feats[rows], captions[rows], lengths[rows]
+                )
+        else:
+            b = self.baseline_values(
+                feats, captions, lengths, dtype=log_py.dtype
+            )  # b_{k−1}, kept apart from the update below
+        ell = credited_surrogate(
+            fit,
+            log_ps,
+            H,
+            b,
+            sampled,
+            self.lambda_r,
+            self.lambda_e,  # the reward stays log p(y | s̃, a)
+            rewards_to_go(word_logp) if per_step else log_py,
+        )
         loss = -ell.sum() / n_words
-        if self.alpha_c: loss = loss + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words   # per word, as in 06
+        if self.alpha_c:
+            loss = (
+                loss
+                + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words
+            )  # per word, as in 06
         n_sampled = sampled.sum()
-        if n_sampled > 0:                                                          # b: mean reward per caption (per word)
+        if n_sampled > 0:  # b: mean reward per caption (per word)
             per = (mask.sum(1) * sampled).sum() if per_step else n_sampled
             self.update_baseline(float((log_py.detach() * sampled).sum() / per))
-        b_caption = b[..., 0] if b.dim() == 2 else b                               # G_0 is the whole caption's
-        return loss, {"nll": float(-log_py.detach().sum() / n_words), "entropy": float(H.detach().sum() / n_words),
-                      "baseline": float((b_caption * sampled).sum() / n_sampled.clamp_min(1)) if b_caption.dim() else float(b_caption),
-                      "expected": float(expected.float().mean())}
+        b_caption = b[..., 0] if b.dim() == 2 else b  # G_0 is the whole caption's
+        return loss, {
+            "nll": float(-log_py.detach().sum() / n_words),
+            "entropy": float(H.detach().sum() / n_words),
+            "baseline": float((b_caption * sampled).sum() / n_sampled.clamp_min(1))
+            if b_caption.dim()
+            else float(b_caption),
+            "expected": float(expected.float().mean()),
+        }
 
     def marginal_loss(self, feats, captions, lengths):
         """`objective='marginal'`: −Σ_t log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) / #words (+ α_c's penalty), computed
         exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads."""
         self.count_training_step()
-        self._fit_marginal = True                                                  # `rollout` gives M's log-probabilities: the soft
-        try: return SoftAttentionCaptioner.loss(self, feats, captions, lengths)    # model's loss (label smoothing, penalty) applies to them
-        finally: self._fit_marginal = False
+        self._fit_marginal = True  # `rollout` gives M's log-probabilities: the soft
+        try:
+            return SoftAttentionCaptioner.loss(
+                self, feats, captions, lengths
+            )  # model's loss (label smoothing, penalty) applies to them
+        finally:
+            self._fit_marginal = False
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
 class _StaticState:
     "`static_state`: the soft model's (2, 3) on the class, and on an instance decoding by 'marginal', `MARGINAL_STATIC`."
+
     def __get__(self, obj, owner=None):
-        return MARGINAL_STATIC if obj is not None and obj._marginal() else SoftAttentionCaptioner.static_state
+        return (
+            MARGINAL_STATIC
+            if obj is not None and obj._marginal()
+            else SoftAttentionCaptioner.static_state
+        )
+
 
 class ExtendedHardAttentionCaptioner(ExtendedRule, WarmupSteps, HardAttentionCaptioner):
     "The paper's hard attention (notebook 07) with this project's additions, each an option; all off, it is the paper's model."
-    INFERENCE = ("argmax", "expected", "sample", "marginal")
-    BASELINES = ("moving_average", "expected")          # the paper's b_k; or log p(y | a, Σ α a) per image and caption
-    CREDITS = ("caption", "reward_to_go")               # the paper's: every s̃_t gets the whole caption's reward; or only G_t
-    OBJECTIVES = ("reinforce", "marginal")              # the paper's sampled bound; or the per-step marginal, exactly
-    warmup_option = "expected_warmup"
-    static_state = _StaticState()                       # the per-image constants' positions depend on the inference mode
 
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 0.0, beta_gate: bool = False,
-                 lambda_r: float = 1.0, lambda_e: float = 0.001, p_expected: float = 0.5, baseline_decay: float = 0.9,
-                 inference: str | None = None, baseline_kind: str = "moving_average", expected_warmup: int = 0,
-                 credit: str = "caption", marginal_k: int | None = None, p_expected_end: float | None = None,
-                 objective: str = "reinforce", **soft_options):
+    INFERENCE = ("argmax", "expected", "sample", "marginal")
+    BASELINES = (
+        "moving_average",
+        "expected",
+    )  # the paper's b_k; or log p(y | a, Σ α a) per image and caption
+    CREDITS = (
+        "caption",
+        "reward_to_go",
+    )  # the paper's: every s̃_t gets the whole caption's reward; or only G_t
+    OBJECTIVES = (
+        "reinforce",
+        "marginal",
+    )  # the paper's sampled bound; or the per-step marginal, exactly
+    warmup_option = "expected_warmup"
+    static_state = (
+        _StaticState()
+    )  # the per-image constants' positions depend on the inference mode
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        alpha_c: float = 0.0,
+        beta_gate: bool = False,
+        lambda_r: float = 1.0,
+        lambda_e: float = 0.001,
+        p_expected: float = 0.5,
+        baseline_decay: float = 0.9,
+        inference: str | None = None,
+        baseline_kind: str = "moving_average",
+        expected_warmup: int = 0,
+        credit: str = "caption",
+        marginal_k: int | None = None,
+        p_expected_end: float | None = None,
+        objective: str = "reinforce",
+        **soft_options,
+    ):
         """`alpha_c`, `beta_gate`, `soft_options`: notebook 06's penalty, gate and options; `baseline_kind`, `credit`,
         `expected_warmup`, `p_expected_end`, `objective`, `marginal_k`: the sections of this notebook. `inference` None:
         'marginal' for `objective='marginal'` (training and test then score captions alike), else 'argmax'."""
-        SoftAttentionCaptioner.__init__(self, vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout, alpha_c,
-                                        beta_gate, **soft_options)
-        if inference is None: inference = "marginal" if objective == "marginal" else "argmax"
-        self._init_rule(lambda_r, lambda_e, p_expected, baseline_decay, inference)   # the paper's options (notebook 07)
-        for name, value, allowed in (("baseline_kind", baseline_kind, self.BASELINES), ("credit", credit, self.CREDITS),
-                                     ("objective", objective, self.OBJECTIVES)):
-            if value not in allowed: raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
-        if marginal_k is not None and marginal_k < 1: raise ValueError(f"marginal_k must be at least 1 (or None for all locations), not {marginal_k}")
+        SoftAttentionCaptioner.__init__(
+            self,
+            vocab_size,
+            feature_dim,
+            embed_dim,
+            hidden_dim,
+            attention_dim,
+            dropout,
+            alpha_c,
+            beta_gate,
+            **soft_options,
+        )
+        if inference is None:
+            inference = "marginal" if objective == "marginal" else "argmax"
+        self._init_rule(
+            lambda_r, lambda_e, p_expected, baseline_decay, inference
+        )  # the paper's options (notebook 07)
+        for name, value, allowed in (
+            ("baseline_kind", baseline_kind, self.BASELINES),
+            ("credit", credit, self.CREDITS),
+            ("objective", objective, self.OBJECTIVES),
+        ):
+            if value not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
+        if marginal_k is not None and marginal_k < 1:
+            raise ValueError(
+                f"marginal_k must be at least 1 (or None for all locations), not {marginal_k}"
+            )
         if p_expected_end is not None and not 0.0 <= p_expected_end <= 1.0:
-            raise ValueError(f"p_expected_end must be a probability in [0, 1], not {p_expected_end}")
-        self.baseline_kind, self.credit, self.objective, self.marginal_k = baseline_kind, credit, objective, marginal_k
+            raise ValueError(
+                f"p_expected_end must be a probability in [0, 1], not {p_expected_end}"
+            )
+        self.baseline_kind, self.credit, self.objective, self.marginal_k = (
+            baseline_kind,
+            credit,
+            objective,
+            marginal_k,
+        )
         self.expected_warmup, self.p_expected_end = expected_warmup, p_expected_end
-        self._init_warmup()                                                        # train_steps (notebook 06)
-        self._reads, self._fit_marginal = None, False    # set only within `recording_reads` / a 'marginal' training loss
+        self._init_warmup()  # train_steps (notebook 06)
+        self._reads, self._fit_marginal = (
+            None,
+            False,
+        )  # set only within `recording_reads` / a 'marginal' training loss
 
-    def _sampling(self) -> bool: return self.training or self.inference == "sample" or self._reads is not None
-    def _marginal(self) -> bool: return self._fit_marginal or (self.inference == "marginal" and not self._sampling())
+    def _sampling(self) -> bool:
+        return self.training or self.inference == "sample" or self._reads is not None
+
+    def _marginal(self) -> bool:
+        return self._fit_marginal or (
+            self.inference == "marginal" and not self._sampling()
+        )
 
     def read(self, alpha, t):
         "As the paper's; 'sample' inference and `recording_reads` sample in eval mode too, the latter recording log α_t(s̃_t)."
         r = self._rollout
-        if r is not None and r.s is not None: return r.s[:, t]
-        if self._sampling(): s = sample_locations(alpha)
-        elif self.inference == "argmax": s = alpha.argmax(-1)
-        else: return None                                                          # 'expected' (and 'marginal' outside its step)
-        if self._reads is not None: self._reads.append(alpha.gather(1, s[:, None]).squeeze(1).clamp_min(1e-30).log())
+        if r is not None and r.s is not None:
+            return r.s[:, t]
+        if self._sampling():
+            s = sample_locations(alpha)
+        elif self.inference == "argmax":
+            s = alpha.argmax(-1)
+        else:
+            return None  # 'expected' (and 'marginal' outside its step)
+        if self._reads is not None:
+            self._reads.append(
+                alpha.gather(1, s[:, None]).squeeze(1).clamp_min(1e-30).log()
+            )
         return s
 
     @contextlib.contextmanager
     def recording_reads(self):
         "Within it, every location is sampled (also in eval mode) and appends log α_t(s_t) `(B,)` to the list it yields (self-critical training, notebook 12)."
         self._reads = []
-        try: yield self._reads
-        finally: self._reads = None
+        try:
+            yield self._reads
+        finally:
+            self._reads = None
 
     def rollout(self, feats, captions, lengths, s=None, expected=None):
         "The paper's `rollout`; with 'marginal' reads (and nothing given), teacher forcing by the per-step marginal."
-        if s is None and expected is None and self._marginal(): return (*marginal_forward(self, feats, captions), None)
+        if s is None and expected is None and self._marginal():
+            return (*marginal_forward(self, feats, captions), None)
         return super().rollout(feats, captions, lengths, s, expected)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
         state = super().init_state(feats)
-        return marginal_init(self, state) if self._marginal() and self._rollout is None else state
+        return (
+            marginal_init(self, state)
+            if self._marginal() and self._rollout is None
+            else state
+        )
 
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step (the paper's model reading one location, or the per-step marginal over locations)."
-        return marginal_step(self, words, state) if self._marginal() else super().step(words, state)
+        return (
+            marginal_step(self, words, state)
+            if self._marginal()
+            else super().step(words, state)
+        )
 
     def expected_share(self) -> float:
         "P(an image reads Σ α a) at this step: `p_expected`, or linearly on to `p_expected_end` as `run_progress` goes 0 → 1."
-        if self.p_expected_end is None: return self.p_expected
-        return self.p_expected + (self.p_expected_end - self.p_expected) * min(max(self.run_progress, 0.0), 1.0)
+        if self.p_expected_end is None:
+            return self.p_expected
+        return self.p_expected + (self.p_expected_end - self.p_expected) * min(
+            max(self.run_progress, 0.0), 1.0
+        )
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #marginalcode
-MARGINAL_CHUNK = 2 ** 24   # logits 'marginal' decoding holds at once (64 MB in float32): N·K·V can be far more at paper sizes
+MARGINAL_CHUNK = (
+    2**24
+)  # logits 'marginal' decoding holds at once (64 MB in float32): N·K·V can be far more at paper sizes
 
-MARGINAL_STATIC = (2, 3, 6, 7)   # the per-image constants of the 'marginal' state: a, keys, a W_z, a L_zᵀ
+MARGINAL_STATIC = (
+    2,
+    3,
+    6,
+    7,
+)  # the per-image constants of the 'marginal' state: a, keys, a W_z, a L_zᵀ
+
 
 def marginal_init(model: ExtendedHardAttentionCaptioner, state: tuple) -> tuple:
     """'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row, `(N, 1, H)` each; what picks among candidates,
     u `(N, 1, E)` and offset `(N, 1)`; and, once per image, what every candidate's read a_i contributes: a_i W_z `(B, L, 4H)`, L_z a_i `(B, L, E)`."""
     h, c, feats, keys = state
     W_zT = model._operands(feats)[0]
-    return (h[:, None], c[:, None], feats, keys, h.new_zeros(h.shape[0], 1, model.L_o.in_features), h.new_zeros(h.shape[0], 1),
-            feats @ W_zT, feats @ model.L_z.weight.T)
+    return (
+        h[:, None],
+        c[:, None],
+        feats,
+        keys,
+        h.new_zeros(h.shape[0], 1, model.L_o.in_features),
+        h.new_zeros(h.shape[0], 1),
+        feats @ W_zT,
+        feats @ model.L_z.weight.T,
+    )
 
-def marginal_step(model: ExtendedHardAttentionCaptioner, words: torch.Tensor, state: tuple):
+
+def marginal_step(
+    model: ExtendedHardAttentionCaptioner, words: torch.Tensor, state: tuple
+):
     """log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) `(N, V)`, the new state, and α_t `(N, L)`.
     `words` (y_{t−1}) first commits s_{t−1} to its posterior mode among the previous step's candidates."""
-    hK, cK, feats, keys, u, offset, aW, aL = state                             # (N, K', H) ×2, a, keys, (N, K', E), (N, K'), tables
+    hK, cK, feats, keys, u, offset, aW, aL = (
+        state  # (N, K', H) ×2, a, keys, (N, K', E), (N, K'), tables
+    )
     N, rows = words.shape[0], torch.arange(words.shape[0], device=words.device)
-    post = (u @ model.L_o.weight[words][:, :, None]).squeeze(-1) + offset      # (N, K'): log α_i p(y_{t−1} | s = i), less b_y
-    pick = post.argmax(1)                                                      # ŝ_{t−1}
-    h, c = hK[rows, pick], cK[rows, pick]                                      # (N, H)
-    emb = model.embed(words)                                                   # (N, E)
-    alpha, _ = model.attention(keys, feats, h)                                 # (N, L)
-    K = alpha.shape[1] if model.marginal_k is None else min(model.marginal_k, alpha.shape[1])
-    top, idx = alpha.topk(K, -1)                                               # (N, K)
-    image = (rows // (N // feats.shape[0]))[:, None]                          # (N, 1): each row's image
-    zW, zL = aW[image, idx], aL[image, idx]                                    # (N, K, 4H), (N, K, E): the tables' rows, not z W_z again
-    if model.f_beta is not None:                                               # the scalar β gate, as in `context`: (β z) W = β (z W)
-        beta = torch.sigmoid(model.f_beta(h))[:, None]                         # (N, 1, 1)
+    post = (u @ model.L_o.weight[words][:, :, None]).squeeze(
+        -1
+    ) + offset  # (N, K'): log α_i p(y_{t−1} | s = i), less b_y
+    pick = post.argmax(1)  # ŝ_{t−1}
+    h, c = hK[rows, pick], cK[rows, pick]  # (N, H)
+    emb = model.embed(words)  # (N, E)
+    alpha, _ = model.attention(keys, feats, h)  # (N, L)
+    K = (
+        alpha.shape[1]
+        if model.marginal_k is None
+        else min(model.marginal_k, alpha.shape[1])
+    )
+    top, idx = alpha.topk(K, -1)  # (N, K)
+    image = (rows // (N // feats.shape[0]))[:, None]  # (N, 1): each row's image
+    zW, zL = (
+        aW[image, idx],
+        aL[image, idx],
+    )  # (N, K, 4H), (N, K, E): the tables' rows, not z W_z again
+    if (
+        model.f_beta is not None
+    ):  # the scalar β gate, as in `context`: (β z) W = β (z W)
+        beta = torch.sigmoid(model.f_beta(h))[:, None]  # (N, 1, 1)
         zW, zL = zW * beta, zL * beta
     U_T = model._operands(feats)[1]
-    h_k, c_k = lstm_cell((model._input_gates(emb) + h @ U_T)[:, None] + zW, c[:, None])   # K steps from one state
-    u = emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias                    # (N, K, E): the deep output's input
-    if model.training: u = u * model.dropout(u.new_ones(N, 1, u.shape[-1]))   # training by the marginal: one dropout mask for the K reads
-    log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()                   # (N, K)
-    per = max(1, MARGINAL_CHUNK // (N * model.L_o.out_features))               # candidates whose logits are held at once
+    h_k, c_k = lstm_cell(
+        (model._input_gates(emb) + h @ U_T)[:, None] + zW, c[:, None]
+    )  # K steps from one state
+    u = (
+        emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias
+    )  # (N, K, E): the deep output's input
+    if model.training:
+        u = u * model.dropout(
+            u.new_ones(N, 1, u.shape[-1])
+        )  # training by the marginal: one dropout mask for the K reads
+    log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()  # (N, K)
+    per = max(
+        1, MARGINAL_CHUNK // (N * model.L_o.out_features)
+    )  # candidates whose logits are held at once
     mix, offsets = None, []
     for k in range(0, K, per):
-        logits = model.L_o(u[:, k:k + per])                                    # (N, k', V)
-        off = log_a[:, k:k + per] - logits.logsumexp(-1)                       # log α_i − log Σ_v exp(logit_iv)
-        part = (off[..., None] + logits).logsumexp(1)                          # log Σ_i α_i p(y_t | s_t = i), over these i
+        logits = model.L_o(u[:, k : k + per])  # (N, k', V)
+        off = log_a[:, k : k + per] - logits.logsumexp(
+            -1
+        )  # log α_i − log Σ_v exp(logit_iv)
+        part = (off[..., None] + logits).logsumexp(
+            1
+        )  # log Σ_i α_i p(y_t | s_t = i), over these i
         mix = part if mix is None else torch.logaddexp(mix, part)
         offsets.append(off)
     return mix, (h_k, c_k, feats, keys, u, torch.cat(offsets, 1), aW, aL), alpha
 
-def marginal_forward(model: ExtendedHardAttentionCaptioner, feats: torch.Tensor, captions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+
+def marginal_forward(
+    model: ExtendedHardAttentionCaptioner, feats: torch.Tensor, captions: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     "Teacher forcing with 'marginal' inference: `step` along the given words. Log-probabilities `(B, T, V)` (as logits), α `(B, T, L)`."
     state, out = model.init_state(feats), []
     for t in range(captions.shape[1] - 1):

@@ -20,23 +20,38 @@ __all__ = ['METRICS', 'CiderD', 'java_available', 'spice_available', 'score', 'b
 
 # %% ../nbs/09_metrics.ipynb #c27313c1
 def _ngrams(toks: Sequence[str], n: int) -> Counter:
-    return Counter(tuple(toks[i:i + n]) for i in range(len(toks) - n + 1))
+    return Counter(tuple(toks[i : i + n]) for i in range(len(toks) - n + 1))
+
 
 class CiderD:
     "CIDEr-D (×10 scale as COCO: 0–10) with document frequencies fixed from a corpus of reference sets."
+
     def __init__(self, corpus: Sequence[Sequence[Sequence[str]]], sigma: float = 6.0):
-        self.df = Counter(g for refs in corpus for g in set().union(*(set(_ngrams(r, n)) for r in refs for n in range(1, 5))))
+        self.df = Counter(
+            g
+            for refs in corpus
+            for g in set().union(
+                *(set(_ngrams(r, n)) for r in refs for n in range(1, 5))
+            )
+        )
         self.log_n, self.sigma, self._cache = math.log(max(len(corpus), 1)), sigma, {}
 
     def _vec(self, toks):
         "TF-IDF vectors g^n (n = 1..4) and their norms."
-        vs = [{g: c * (self.log_n - math.log(max(1.0, self.df[g]))) for g, c in _ngrams(toks, n).items()} for n in range(1, 5)]
+        vs = [
+            {
+                g: c * (self.log_n - math.log(max(1.0, self.df[g])))
+                for g, c in _ngrams(toks, n).items()
+            }
+            for n in range(1, 5)
+        ]
         return vs, [math.sqrt(sum(x * x for x in v.values())) for v in vs], len(toks)
 
     def _ref_vecs(self, refs):
         key = tuple(map(tuple, refs))
         if key not in self._cache:
-            if len(self._cache) > 200_000: self._cache.clear()
+            if len(self._cache) > 200_000:
+                self._cache.clear()
             self._cache[key] = [self._vec(r) for r in refs]
         return self._cache[key]
 
@@ -45,63 +60,108 @@ class CiderD:
         vh, nh, lh = self._vec(hyp)
         total = 0.0
         for vr, nr, lr in self._ref_vecs(refs):
-            pen = math.exp(-((lh - lr) ** 2) / (2 * self.sigma ** 2))
+            pen = math.exp(-((lh - lr) ** 2) / (2 * self.sigma**2))
             for n in range(4):
                 if nh[n] and nr[n]:
-                    total += pen * sum(min(x, vr[n][g]) * vr[n][g] for g, x in vh[n].items() if g in vr[n]) / (nh[n] * nr[n])
+                    total += (
+                        pen
+                        * sum(
+                            min(x, vr[n][g]) * vr[n][g]
+                            for g, x in vh[n].items()
+                            if g in vr[n]
+                        )
+                        / (nh[n] * nr[n])
+                    )
         return 10 * total / (4 * len(refs))
 
 # %% ../nbs/09_metrics.ipynb #321ab3c3
 METRICS = ("bleu1", "bleu2", "bleu3", "bleu4", "meteor", "rouge_l", "cider")
 _warned_once: set = set()
 
+
 def _warn_once(key: str, msg: str) -> None:
     if key not in _warned_once:
-        _warned_once.add(key); warnings.warn(msg, stacklevel=3)
+        _warned_once.add(key)
+        warnings.warn(msg, stacklevel=3)
 
-def java_available() -> bool: return shutil.which("java") is not None
+
+def java_available() -> bool:
+    return shutil.which("java") is not None
+
 
 def spice_available() -> bool:
     "SPICE needs Java and the Stanford CoreNLP 3.6.0 jars in pycocoevalcap's spice/lib (a download, so not offline)."
-    try: from pycocoevalcap import spice
-    except ImportError: return False
+    try:
+        from pycocoevalcap import spice
+    except ImportError:
+        return False
     lib = Path(spice.__file__).parent / "lib"
-    return java_available() and all((lib / f).exists() for f in ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar"))
+    return java_available() and all(
+        (lib / f).exists()
+        for f in ("stanford-corenlp-3.6.0.jar", "stanford-corenlp-3.6.0-models.jar")
+    )
+
 
 def _meteor(gts, res):
     if not java_available():
-        _warn_once("java", "METEOR needs Java ('java' not found on PATH): reported as None, the other metrics are computed")
+        _warn_once(
+            "java",
+            "METEOR needs Java ('java' not found on PATH): reported as None, the other metrics are computed",
+        )
         return None
     from pycocoevalcap.meteor.meteor import Meteor
+
     try:
         m = Meteor()
-        try: return m.compute_score(gts, res)[0]
-        finally: m.meteor_p.kill(); m.meteor_p.wait()
+        try:
+            return m.compute_score(gts, res)[0]
+        finally:
+            m.meteor_p.kill()
+            m.meteor_p.wait()
     except (OSError, ValueError) as e:
         _warn_once("meteor", f"METEOR failed to run ({e}): reported as None")
         return None
 
-def score(refs: Mapping, hyps: Mapping, meteor: bool = True, spice: bool = False) -> dict:
+
+def score(
+    refs: Mapping, hyps: Mapping, meteor: bool = True, spice: bool = False
+) -> dict:
     "BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (0–100) of `hyps {key: str}` against `refs {key: [str, ...]}`."
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
-    if not hyps: raise ValueError("score: no hypotheses")
+
+    if not hyps:
+        raise ValueError("score: no hypotheses")
     missing = [k for k in hyps if not refs.get(k)]
-    if missing: raise ValueError(f"score: no references for {len(missing)} hypotheses (e.g. {missing[:3]})")
+    if missing:
+        raise ValueError(
+            f"score: no references for {len(missing)} hypotheses (e.g. {missing[:3]})"
+        )
     keys = list(hyps)
     gts = {k: [" ".join(tokenize(r)) for r in refs[k]] for k in keys}
     res = {k: [" ".join(tokenize(hyps[k]))] for k in keys}
     bleu = Bleu(4).compute_score(gts, res, verbose=0)[0]
     rouge = Rouge()
-    rl = sum(rouge.calc_score(res[k], gts[k]) if res[k][0] else 0.0 for k in keys) / len(keys)
+    rl = sum(
+        rouge.calc_score(res[k], gts[k]) if res[k][0] else 0.0 for k in keys
+    ) / len(keys)
     out = dict(zip(METRICS[:4], bleu))
-    out.update(meteor=_meteor(gts, res) if meteor else None, rouge_l=rl, cider=Cider().compute_score(gts, res)[0])
+    out.update(
+        meteor=_meteor(gts, res) if meteor else None,
+        rouge_l=rl,
+        cider=Cider().compute_score(gts, res)[0],
+    )
     if spice:
         if spice_available():
             from pycocoevalcap.spice.spice import Spice
+
             out["spice"] = Spice().compute_score(gts, res)[0]
-        else: _warn_once("spice", "SPICE needs Java and Stanford CoreNLP (downloaded on first use): not computed")
+        else:
+            _warn_once(
+                "spice",
+                "SPICE needs Java and Stanford CoreNLP (downloaded on first use): not computed",
+            )
     return {k: (None if v is None else 100 * float(v)) for k, v in out.items()}
 
 # %% ../nbs/09_metrics.ipynb #bleubrevity
@@ -111,8 +171,10 @@ def bleu_brevity(refs: Mapping, hyps: Mapping) -> dict:
     c = r = 0
     for k, h in hyps.items():
         n = len(tokenize(h))
-        c += n; r += min((len(tokenize(x)) for x in refs[k]), key=lambda m: (abs(m - n), m))
-    if r == 0: raise ValueError("bleu_brevity: the closest references are all empty")
+        c += n
+        r += min((len(tokenize(x)) for x in refs[k]), key=lambda m: (abs(m - n), m))
+    if r == 0:
+        raise ValueError("bleu_brevity: the closest references are all empty")
     return {"ratio": c / r, "bp": 1.0 if c > r else (math.exp(1 - r / c) if c else 0.0)}
 
 # %% ../nbs/09_metrics.ipynb #42ad846e
@@ -120,19 +182,35 @@ def grid_boxes(grid_h: int, grid_w: int, height: float, width: float) -> torch.T
     "Boxes `(L, 4)` [x0, y0, x1, y1] of a row-major `grid_h × grid_w` grid over a `height × width` image."
     ys, xs = torch.meshgrid(torch.arange(grid_h), torch.arange(grid_w), indexing="ij")
     ch, cw = height / grid_h, width / grid_w
-    return torch.stack([xs * cw, ys * ch, (xs + 1) * cw, (ys + 1) * ch], -1).reshape(-1, 4).double()
+    return (
+        torch.stack([xs * cw, ys * ch, (xs + 1) * cw, (ys + 1) * ch], -1)
+        .reshape(-1, 4)
+        .double()
+    )
+
 
 def box_fraction(cells: torch.Tensor, box) -> torch.Tensor:
     "For each cell box `(L, 4)`, the fraction of its area inside `box`."
     box = torch.as_tensor(box, dtype=cells.dtype)
-    iw = (torch.minimum(cells[:, 2], box[2]) - torch.maximum(cells[:, 0], box[0])).clamp(min=0)
-    ih = (torch.minimum(cells[:, 3], box[3]) - torch.maximum(cells[:, 1], box[1])).clamp(min=0)
+    iw = (
+        torch.minimum(cells[:, 2], box[2]) - torch.maximum(cells[:, 0], box[0])
+    ).clamp(min=0)
+    ih = (
+        torch.minimum(cells[:, 3], box[3]) - torch.maximum(cells[:, 1], box[1])
+    ).clamp(min=0)
     area = ((cells[:, 2] - cells[:, 0]) * (cells[:, 3] - cells[:, 1])).clamp(min=1e-12)
     return iw * ih / area
 
-def attention_correctness(attn: torch.Tensor, grounding: Sequence[int], boxes: Sequence, cells: torch.Tensor) -> torch.Tensor:
+
+def attention_correctness(
+    attn: torch.Tensor, grounding: Sequence[int], boxes: Sequence, cells: torch.Tensor
+) -> torch.Tensor:
     "Attention mass inside the named object's box, for each grounded word: `attn (T, L)`, `grounding` T object ids or −1."
     attn = torch.as_tensor(attn, dtype=torch.float64)
     T = min(len(grounding), attn.shape[0])
-    out = [float((attn[t] * box_fraction(cells, boxes[g])).sum()) for t, g in enumerate(grounding[:T]) if g >= 0]
+    out = [
+        float((attn[t] * box_fraction(cells, boxes[g])).sum())
+        for t, g in enumerate(grounding[:T])
+        if g >= 0
+    ]
     return torch.tensor(out, dtype=torch.float64)

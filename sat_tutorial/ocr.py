@@ -12,7 +12,15 @@ from typing import Sequence
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
-from .core import data_root, get_device, load_checkpoint, positive_float, positive_int, save_checkpoint, seed_everything
+from sat_tutorial.core import (
+    data_root,
+    get_device,
+    load_checkpoint,
+    positive_float,
+    positive_int,
+    save_checkpoint,
+    seed_everything,
+)
 from .data import Vocab
 from .decoding import beam_search, greedy
 from .soft_attention import SoftAttentionCaptioner
@@ -26,6 +34,8 @@ __all__ = ['ALPHABET', 'BUILTIN_WORDS', 'BLOCKS', 'edit_distance', 'char_vocab',
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00006
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+
 def char_vocab() -> Vocab:
     "The character vocabulary: `<pad> <start> <end> <unk>`, then a–z."
     return Vocab(list(Vocab.specials) + list(ALPHABET))
@@ -35,62 +45,117 @@ def char_vocab() -> Vocab:
 def font_files() -> dict[str, Path]:
     "The DejaVu fonts matplotlib ships, by name (`DejaVuSans-Bold`, …); the 'Display' cuts, meant for large sizes only, are left out."
     import matplotlib
+
     d = Path(matplotlib.get_data_path()) / "fonts" / "ttf"
     return {p.stem: p for p in sorted(d.glob("DejaVu*.ttf")) if "Display" not in p.stem}
+
+
 @lru_cache(maxsize=256)
 def get_font(name: str, size: int) -> ImageFont.FreeTypeFont:
     "A matplotlib font at a pixel size; a ValueError naming the fonts there are for an unknown name."
     files = font_files()
-    if name not in files: raise ValueError(f"unknown font {name!r}; matplotlib ships: {', '.join(files)}")
+    if name not in files:
+        raise ValueError(f"unknown font {name!r}; matplotlib ships: {', '.join(files)}")
     return ImageFont.truetype(str(files[name]), size)
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00006e
 @dataclass
 class RenderConfig:
     "How word images are drawn: output size, fonts (() = all), font size, and the range of each augmentation."
-    height: int = 32; width: int = 128; fonts: tuple = (); size: int = 28
-    margin: float = 0.5             # margin of up to this many font sizes around the word: the scale
-    rotation: float = 4.0; blur: float = 1.0; noise: float = 10.0   # ± degrees; Gaussian blur radius; pixel noise std (0–255)
-    clutter: int = 6; min_contrast: int = 70                         # background strokes; grey levels between text and background
+
+    height: int = 32
+    width: int = 128
+    fonts: tuple = ()
+    size: int = 28
+    margin: float = (
+        0.5  # margin of up to this many font sizes around the word: the scale
+    )
+    rotation: float = 4.0
+    blur: float = 1.0
+    noise: float = 10.0  # ± degrees; Gaussian blur radius; pixel noise std (0–255)
+    clutter: int = 6
+    min_contrast: int = (
+        70  # background strokes; grey levels between text and background
+    )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00008
-def _rotate_points(pts: np.ndarray, angle: float, size: tuple, new_size: tuple) -> np.ndarray:
+def _rotate_points(
+    pts: np.ndarray, angle: float, size: tuple, new_size: tuple
+) -> np.ndarray:
     "Where PIL's `rotate(angle, expand=True)` sends points `(n, 2)`: counter-clockwise about the centre, recentred."
     c, s = math.cos(math.radians(angle)), math.sin(math.radians(angle))
     d = pts - np.array(size) / 2
-    return np.stack([d[:, 0] * c + d[:, 1] * s, -d[:, 0] * s + d[:, 1] * c], 1) + np.array(new_size) / 2
-def render_word(word: str, rng: np.random.Generator, cfg: RenderConfig = RenderConfig()) -> tuple[np.ndarray, np.ndarray]:
+    return (
+        np.stack([d[:, 0] * c + d[:, 1] * s, -d[:, 0] * s + d[:, 1] * c], 1)
+        + np.array(new_size) / 2
+    )
+
+
+def render_word(
+    word: str, rng: np.random.Generator, cfg: RenderConfig = RenderConfig()
+) -> tuple[np.ndarray, np.ndarray]:
     "One augmented image `(height, width)` uint8 of `word`, and the box `(x0, y0, x1, y1)` of each character `(len, 4)` in its pixels."
-    if not word: raise ValueError("cannot render a zero-length word")
+    if not word:
+        raise ValueError("cannot render a zero-length word")
     fonts = cfg.fonts or tuple(font_files())
     font = get_font(fonts[int(rng.integers(len(fonts)))], cfg.size)
     asc, desc = font.getmetrics()
-    xs = [font.getlength(word[:i]) for i in range(len(word) + 1)]               # prefix widths: the character edges
+    xs = [
+        font.getlength(word[:i]) for i in range(len(word) + 1)
+    ]  # prefix widths: the character edges
     mx, my = (int(rng.uniform(0.05, cfg.margin) * cfg.size) + 1 for _ in range(2))
     W, H = int(math.ceil(xs[-1])) + 2 * mx, asc + desc + 2 * my
     bg = int(rng.integers(256))
-    lo, hi = max(0, bg - cfg.min_contrast + 1), max(0, 256 - bg - cfg.min_contrast)   # grey levels far enough below / above bg
-    if lo + hi == 0: raise ValueError(f"min_contrast {cfg.min_contrast} leaves no text grey level against background {bg}")
-    v = int(rng.integers(lo + hi)); fg = v if v < lo else bg + cfg.min_contrast + v - lo
+    lo, hi = (
+        max(0, bg - cfg.min_contrast + 1),
+        max(0, 256 - bg - cfg.min_contrast),
+    )  # grey levels far enough below / above bg
+    if lo + hi == 0:
+        raise ValueError(
+            f"min_contrast {cfg.min_contrast} leaves no text grey level against background {bg}"
+        )
+    v = int(rng.integers(lo + hi))
+    fg = v if v < lo else bg + cfg.min_contrast + v - lo
     img = Image.new("L", (W, H), bg)
     draw = ImageDraw.Draw(img)
-    for _ in range(int(rng.integers(cfg.clutter + 1))):                          # faint strokes behind the text
+    for _ in range(int(rng.integers(cfg.clutter + 1))):  # faint strokes behind the text
         pts = [tuple(p) for p in rng.uniform(0, 1, (3, 2)) * (W, H)]
-        draw.line(pts, fill=int(bg + (fg - bg) * rng.uniform(0.2, 0.6)), width=int(rng.integers(1, 3)))
-    draw.text((mx, my), word, font=font, fill=fg)                               # anchor: left edge, ascender line
-    ink = [font.getbbox(ch) for ch in word]                                       # each glyph's own top and bottom
-    boxes = np.array([[mx + xs[i], my + ink[i][1], mx + xs[i + 1], my + ink[i][3]] for i in range(len(word))], np.float64)
+        draw.line(
+            pts,
+            fill=int(bg + (fg - bg) * rng.uniform(0.2, 0.6)),
+            width=int(rng.integers(1, 3)),
+        )
+    draw.text((mx, my), word, font=font, fill=fg)  # anchor: left edge, ascender line
+    ink = [font.getbbox(ch) for ch in word]  # each glyph's own top and bottom
+    boxes = np.array(
+        [
+            [mx + xs[i], my + ink[i][1], mx + xs[i + 1], my + ink[i][3]]
+            for i in range(len(word))
+        ],
+        np.float64,
+    )
     angle = rng.uniform(-cfg.rotation, cfg.rotation)
     rot = img.rotate(angle, resample=Image.BILINEAR, expand=True, fillcolor=bg)
-    corners = boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(-1, 2)                  # the 4 corners of every box
+    corners = boxes[:, [0, 1, 2, 1, 2, 3, 0, 3]].reshape(
+        -1, 2
+    )  # the 4 corners of every box
     p = _rotate_points(corners, angle, (W, H), rot.size).reshape(-1, 4, 2)
-    boxes = np.concatenate([p.min(1), p.max(1)], 1)                               # (n, 4): axis-aligned around them
-    w = min(cfg.width, max(1, round(rot.size[0] * cfg.height / rot.size[1])))    # keep the aspect unless too long
+    boxes = np.concatenate([p.min(1), p.max(1)], 1)  # (n, 4): axis-aligned around them
+    w = min(
+        cfg.width, max(1, round(rot.size[0] * cfg.height / rot.size[1]))
+    )  # keep the aspect unless too long
     x0 = int(rng.integers(cfg.width - w + 1))
     out = Image.new("L", (cfg.width, cfg.height), bg)
     out.paste(rot.resize((w, cfg.height), Image.BILINEAR), (x0, 0))
-    boxes = boxes * np.array([w / rot.size[0], cfg.height / rot.size[1]] * 2) + [x0, 0, x0, 0]
-    arr = np.asarray(out.filter(ImageFilter.GaussianBlur(rng.uniform(0, cfg.blur))), np.float32)
+    boxes = boxes * np.array([w / rot.size[0], cfg.height / rot.size[1]] * 2) + [
+        x0,
+        0,
+        x0,
+        0,
+    ]
+    arr = np.asarray(
+        out.filter(ImageFilter.GaussianBlur(rng.uniform(0, cfg.blur))), np.float32
+    )
     arr += rng.normal(0, rng.uniform(0, cfg.noise), arr.shape)
     return np.clip(arr, 0, 255).round().astype(np.uint8), boxes.astype(np.float32)
 
@@ -106,70 +171,124 @@ def load_words(min_len: int = 2, max_len: int = 12) -> list[str]:
     "Sorted distinct lower-case a–z words of `min_len`–`max_len` letters: Flickr8k's caption tokens if on disk, else `BUILTIN_WORDS`."
     path = data_root() / "flickr8k" / "dataset_flickr8k.json"
     if path.is_file():
-        try: images = json.loads(path.read_text())["images"]
-        except (ValueError, KeyError) as e: raise ValueError(f"{path}: not a Karpathy-format caption file ({e})") from e
+        try:
+            images = json.loads(path.read_text())["images"]
+        except (ValueError, KeyError) as e:
+            raise ValueError(f"{path}: not a Karpathy-format caption file ({e})") from e
         words = {t for im in images for s in im["sentences"] for t in s["tokens"]}
-    else: words = set(BUILTIN_WORDS)
-    return sorted(w for w in words if min_len <= len(w) <= max_len and set(w) <= set(ALPHABET))
+    else:
+        words = set(BUILTIN_WORDS)
+    return sorted(
+        w for w in words if min_len <= len(w) <= max_len and set(w) <= set(ALPHABET)
+    )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00012c
-def split_words(words: Sequence[str], test_fraction: float = 0.1, seed: int = 0) -> tuple[list[str], list[str]]:
+def split_words(
+    words: Sequence[str], test_fraction: float = 0.1, seed: int = 0
+) -> tuple[list[str], list[str]]:
     "Split distinct words into (train, test) word lists: no test word occurs in training."
     words = sorted(set(words))
-    if not words: raise ValueError("the word list is empty")
-    if bad := [w for w in words if not w or not set(w) <= set(ALPHABET)]: raise ValueError(f"words must be non-empty and use only a–z; bad: {bad[:3]!r}")
-    if len(words) < 2: raise ValueError(f"need at least 2 distinct words to split into train and test, got {len(words)}")
-    if not 0 < test_fraction < 1: raise ValueError(f"test_fraction must be in (0, 1), not {test_fraction}")
+    if not words:
+        raise ValueError("the word list is empty")
+    if bad := [w for w in words if not w or not set(w) <= set(ALPHABET)]:
+        raise ValueError(f"words must be non-empty and use only a–z; bad: {bad[:3]!r}")
+    if len(words) < 2:
+        raise ValueError(
+            f"need at least 2 distinct words to split into train and test, got {len(words)}"
+        )
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), not {test_fraction}")
     perm = np.random.default_rng(seed).permutation(len(words))
     n_test = min(len(words) - 1, max(1, round(test_fraction * len(words))))
-    return sorted(words[i] for i in perm[n_test:]), sorted(words[i] for i in perm[:n_test])
+    return sorted(words[i] for i in perm[n_test:]), sorted(
+        words[i] for i in perm[:n_test]
+    )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00015
 class WordImages:
     "`n` rendered word images `(n, H, W)` uint8, their words and character boxes; image i depends only on (seed, i)."
-    def __init__(self, words: Sequence[str], n: int, seed: int = 0, cfg: RenderConfig = RenderConfig()):
-        if not len(words) or not all(words): raise ValueError("the word list is empty or holds a zero-length word")
-        self.cfg, self.images, self.words, self.boxes = cfg, np.zeros((n, cfg.height, cfg.width), np.uint8), [], []
+
+    def __init__(
+        self,
+        words: Sequence[str],
+        n: int,
+        seed: int = 0,
+        cfg: RenderConfig = RenderConfig(),
+    ):
+        if not len(words) or not all(words):
+            raise ValueError("the word list is empty or holds a zero-length word")
+        self.cfg, self.images, self.words, self.boxes = (
+            cfg,
+            np.zeros((n, cfg.height, cfg.width), np.uint8),
+            [],
+            [],
+        )
         for i in range(n):
-            rng = np.random.default_rng((seed, i)); w = words[int(rng.integers(len(words)))]
+            rng = np.random.default_rng((seed, i))
+            w = words[int(rng.integers(len(words)))]
             self.images[i], b = render_word(w, rng, cfg)
-            self.words.append(w); self.boxes.append(b)
+            self.words.append(w)
+            self.boxes.append(b)
 
-    def __len__(self): return len(self.words)
+    def __len__(self):
+        return len(self.words)
 
-    def batch(self, idx, vocab: Vocab) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def batch(
+        self, idx, vocab: Vocab
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         "Images `(B, 1, H, W)` standardised per image, character ids `(B, T)` with `<start>`/`<end>`, lengths `(B,)`."
         ids = [torch.tensor(vocab.encode(list(self.words[i]))) for i in idx]
-        caps = nn.utils.rnn.pad_sequence(ids, batch_first=True, padding_value=vocab.pad)          # (B, T)
-        return images_to_tensor(self.images[np.asarray(idx)]), caps, torch.tensor([len(c) for c in ids])
+        caps = nn.utils.rnn.pad_sequence(
+            ids, batch_first=True, padding_value=vocab.pad
+        )  # (B, T)
+        return (
+            images_to_tensor(self.images[np.asarray(idx)]),
+            caps,
+            torch.tensor([len(c) for c in ids]),
+        )
+
+
 def images_to_tensor(images: np.ndarray) -> torch.Tensor:
     "uint8 `(B, H, W)` → float `(B, 1, H, W)` with zero mean and unit variance per image (contrast and polarity vary)."
     x = torch.from_numpy(np.asarray(images, np.float32))[:, None]
     return (x - x.mean((2, 3), keepdim=True)) / (x.std((2, 3), keepdim=True) + 8.0)
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020
-def _conv(C: int, k: int, bias: bool = True) -> nn.Conv2d: return nn.Conv2d(C, C, k, padding=k // 2, bias=bias)
+def _conv(C: int, k: int, bias: bool = True) -> nn.Conv2d:
+    return nn.Conv2d(C, C, k, padding=k // 2, bias=bias)
+
+
 class RecursiveConv(nn.Module):
     "h(t) = σ(W ∗ h(t−1) + b) for t = 1…T, one kernel W shared by every iteration; h(0) is the input."
+
     def __init__(self, channels: int, iterations: int = 3, kernel: int = 3):
         super().__init__()
-        self.iterations, self.W = iterations, _conv(channels, kernel)            # W and b
+        self.iterations, self.W = iterations, _conv(channels, kernel)  # W and b
 
     def forward(self, x: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
-        h = x                                                                      # (B, C, H, W) throughout
-        for _ in range(self.iterations if iterations is None else iterations): h = F.relu(self.W(h))
+        h = x  # (B, C, H, W) throughout
+        for _ in range(self.iterations if iterations is None else iterations):
+            h = F.relu(self.W(h))
         return h
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020c
 class RecurrentConv(nn.Module):
     "h(0) = σ(W_f ∗ x + b), h(t) = σ(W_r ∗ h(t−1) + W_f ∗ x + b); W_r shared by all t, or one W_r^(t) per t (`shared=False`)."
-    def __init__(self, channels: int, iterations: int = 3, kernel: int = 3, shared: bool = True):
+
+    def __init__(
+        self, channels: int, iterations: int = 3, kernel: int = 3, shared: bool = True
+    ):
         super().__init__()
-        self.iterations, self.W_f = iterations, _conv(channels, kernel)          # W_f and b
-        self.W_r = nn.ModuleList([_conv(channels, kernel, bias=False) for _ in range(1 if shared else iterations)])
+        self.iterations, self.W_f = iterations, _conv(channels, kernel)  # W_f and b
+        self.W_r = nn.ModuleList(
+            [
+                _conv(channels, kernel, bias=False)
+                for _ in range(1 if shared else iterations)
+            ]
+        )
 
     def forward(self, x: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
-        fx = self.W_f(x)                                                           # W_f ∗ x + b, once
+        fx = self.W_f(x)  # W_f ∗ x + b, once
         h = F.relu(fx)
         for t in range(self.iterations if iterations is None else iterations):
             h = F.relu(self.W_r[t if len(self.W_r) > 1 else 0](h) + fx)
@@ -178,22 +297,36 @@ class RecurrentConv(nn.Module):
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020d
 class PlainConv(nn.Module):
     "The control: h(t) = σ(W^(t) ∗ h(t−1) + b^(t)), T layers with their own kernels."
+
     def __init__(self, channels: int, iterations: int = 3, kernel: int = 3):
         super().__init__()
-        self.iterations, self.layers = iterations, nn.ModuleList([_conv(channels, kernel) for _ in range(iterations)])
+        self.iterations, self.layers = (
+            iterations,
+            nn.ModuleList([_conv(channels, kernel) for _ in range(iterations)]),
+        )
 
     def forward(self, x: torch.Tensor, iterations: int | None = None) -> torch.Tensor:
-        for layer in self.layers[:self.iterations if iterations is None else iterations]: x = F.relu(layer(x))
+        for layer in self.layers[
+            : self.iterations if iterations is None else iterations
+        ]:
+            x = F.relu(layer(x))
         return x
-BLOCKS = {"recursive": RecursiveConv, "recurrent": RecurrentConv,
-          "recurrent-unshared": lambda C, T, k=3: RecurrentConv(C, T, k, shared=False), "plain": PlainConv}
+
+
+BLOCKS = {
+    "recursive": RecursiveConv,
+    "recurrent": RecurrentConv,
+    "recurrent-unshared": lambda C, T, k=3: RecurrentConv(C, T, k, shared=False),
+    "plain": PlainConv,
+}
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00024
 def receptive_field(block: nn.Module, iterations: int, size: int = 33) -> int:
     "Side in pixels of the input region whose gradient reaches the centre output after `iterations` (all weights and inputs made positive)."
     block = block.double()
     with torch.no_grad():
-        for p in block.parameters(): p.abs_().add_(1e-3)
+        for p in block.parameters():
+            p.abs_().add_(1e-3)
     C = next(block.parameters()).shape[1]
     x = torch.rand(1, C, size, size, dtype=torch.float64).add_(0.1).requires_grad_()
     block(x, iterations)[0, :, size // 2, size // 2].sum().backward()
@@ -202,80 +335,179 @@ def receptive_field(block: nn.Module, iterations: int, size: int = 33) -> int:
 # %% ../nbs/14_attention_ocr.ipynb #ocr00029
 def sinusoids(L: int, D: int) -> torch.Tensor:
     "`(L, D)` sin/cos of the position at D/2 frequencies, periods from 2 to 4L columns: a starting point for learned positions."
-    omega = math.pi / (2 * L) ** (torch.arange(D // 2) / max(1, D // 2 - 1))           # (D/2,)
-    angle = torch.arange(L)[:, None] * omega                                             # (L, D/2)
+    omega = math.pi / (2 * L) ** (torch.arange(D // 2) / max(1, D // 2 - 1))  # (D/2,)
+    angle = torch.arange(L)[:, None] * omega  # (L, D/2)
     return torch.stack([angle.sin(), angle.cos()], -1).flatten(1)[:, :D]
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00029b
 class WordEncoder(nn.Module):
     "Image `(B, 1, H, W)` → feature columns `(B, W/4, D)`: stem, the iterated block, a column read-out, and (beyond the paper) a learned vector per column."
-    def __init__(self, kind: str = "recursive", channels: int = 64, iterations: int = 3, feature_dim: int = 128,
-                 height: int = 32, width: int = 128, positions: bool = True):
+
+    def __init__(
+        self,
+        kind: str = "recursive",
+        channels: int = 64,
+        iterations: int = 3,
+        feature_dim: int = 128,
+        height: int = 32,
+        width: int = 128,
+        positions: bool = True,
+    ):
         super().__init__()
-        if kind not in BLOCKS: raise ValueError(f"unknown encoder {kind!r}; choose from {', '.join(BLOCKS)}")
-        if height % 4 or width % 4: raise ValueError(f"image height and width must be multiples of 4, not {height}×{width}")
+        if kind not in BLOCKS:
+            raise ValueError(
+                f"unknown encoder {kind!r}; choose from {', '.join(BLOCKS)}"
+            )
+        if height % 4 or width % 4:
+            raise ValueError(
+                f"image height and width must be multiples of 4, not {height}×{width}"
+            )
         self.kind, self.feature_dim = kind, feature_dim
-        self.stem = nn.Sequential(nn.Conv2d(1, channels // 2, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                                  nn.Conv2d(channels // 2, channels, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.stem = nn.Sequential(
+            nn.Conv2d(1, channels // 2, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(channels // 2, channels, 3, padding=1),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+        )
         self.block = BLOCKS[kind](channels, iterations)
-        self.columns = nn.Conv2d(channels, feature_dim, (height // 4, 1))      # one column → one vector
-        self.norm = nn.LayerNorm(feature_dim)                                     # unit-scale columns, whatever the block
-        self.pos = nn.Parameter(sinusoids(width // 4, feature_dim)[None]) if positions else None   # learned, from sinusoids
-        for m in self.modules():                                                  # He init: ReLU stacks keep their scale
-            if isinstance(m, nn.Conv2d): nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
-            if isinstance(m, nn.Conv2d) and m.bias is not None: nn.init.zeros_(m.bias)
+        self.columns = nn.Conv2d(
+            channels, feature_dim, (height // 4, 1)
+        )  # one column → one vector
+        self.norm = nn.LayerNorm(feature_dim)  # unit-scale columns, whatever the block
+        self.pos = (
+            nn.Parameter(sinusoids(width // 4, feature_dim)[None])
+            if positions
+            else None
+        )  # learned, from sinusoids
+        for m in self.modules():  # He init: ReLU stacks keep their scale
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+            if isinstance(m, nn.Conv2d) and m.bias is not None:
+                nn.init.zeros_(m.bias)
 
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        x = self.block(self.stem(images))                                          # (B, C, H/4, W/4)
-        a = self.norm(self.columns(x).squeeze(2).transpose(1, 2))               # (B, L, D), L = W/4
+        x = self.block(self.stem(images))  # (B, C, H/4, W/4)
+        a = self.norm(self.columns(x).squeeze(2).transpose(1, 2))  # (B, L, D), L = W/4
         return a + self.pos if self.pos is not None else a
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00032
 class CharDecoder(SoftAttentionCaptioner):
     "Lee & Osindero's character decoder: SAT's soft-attention LSTM over feature columns, no doubly stochastic penalty, no β gate."
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 64, hidden_dim: int = 256,
-                 attention_dim: int = 128, dropout: float = 0.1, **kw):
-        super().__init__(vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim, dropout,
-                         alpha_c=kw.pop("alpha_c", 0.0), beta_gate=kw.pop("beta_gate", False), **kw)
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 64,
+        hidden_dim: int = 256,
+        attention_dim: int = 128,
+        dropout: float = 0.1,
+        **kw,
+    ):
+        super().__init__(
+            vocab_size,
+            feature_dim,
+            embed_dim,
+            hidden_dim,
+            attention_dim,
+            dropout,
+            alpha_c=kw.pop("alpha_c", 0.0),
+            beta_gate=kw.pop("beta_gate", False),
+            **kw,
+        )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00036
 @dataclass
 class OCRConfig:
     "Everything a run needs: data, encoder, decoder, optimisation. Defaults: a full `sat-tutorial ocr train` run; the notebook and bench use smaller ones."
-    encoder: str = "recursive"; channels: int = 64; iterations: int = 3; feature_dim: int = 128; positions: bool = True
-    embed_dim: int = 64; hidden_dim: int = 256; attention_dim: int = 128
-    height: int = 32; width: int = 128; n_train: int = 50000; n_test: int = 2000; test_fraction: float = 0.1
-    batch_size: int = 64; lr: float = 1e-3; steps: int = 20000; seed: int = 0
 
-    def render(self) -> RenderConfig: return RenderConfig(height=self.height, width=self.width)
+    encoder: str = "recursive"
+    channels: int = 64
+    iterations: int = 3
+    feature_dim: int = 128
+    positions: bool = True
+    embed_dim: int = 64
+    hidden_dim: int = 256
+    attention_dim: int = 128
+    height: int = 32
+    width: int = 128
+    n_train: int = 50000
+    n_test: int = 2000
+    test_fraction: float = 0.1
+    batch_size: int = 64
+    lr: float = 1e-3
+    steps: int = 20000
+    seed: int = 0
+
+    def render(self) -> RenderConfig:
+        return RenderConfig(height=self.height, width=self.width)
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00036b
 class OCRModel(nn.Module):
     "The word reader: `encoder` (image → feature columns) and `decoder` (a Captioner over characters)."
+
     def __init__(self, cfg: OCRConfig, vocab: Vocab | None = None):
         super().__init__()
         self.cfg, self.vocab = cfg, vocab or char_vocab()
-        self.encoder = WordEncoder(cfg.encoder, cfg.channels, cfg.iterations, cfg.feature_dim, cfg.height, cfg.width, cfg.positions)
-        self.decoder = CharDecoder(len(self.vocab), cfg.feature_dim, cfg.embed_dim, cfg.hidden_dim, cfg.attention_dim)
+        self.encoder = WordEncoder(
+            cfg.encoder,
+            cfg.channels,
+            cfg.iterations,
+            cfg.feature_dim,
+            cfg.height,
+            cfg.width,
+            cfg.positions,
+        )
+        self.decoder = CharDecoder(
+            len(self.vocab),
+            cfg.feature_dim,
+            cfg.embed_dim,
+            cfg.hidden_dim,
+            cfg.attention_dim,
+        )
 
     @torch.no_grad()
-    def read(self, images: torch.Tensor, beam_size: int = 1, max_len: int = 14) -> list[dict]:
+    def read(
+        self, images: torch.Tensor, beam_size: int = 1, max_len: int = 14
+    ) -> list[dict]:
         "Read standardised images `(B, 1, H, W)`: per image the text, its log p and α `(n_chars, L)`."
         self.eval()
         a = self.encoder(images)
-        caps = greedy(self.decoder, a, max_len) if beam_size == 1 else beam_search(self.decoder, a, beam_size, max_len)
-        return [{"text": "".join(self.vocab.decode(c.tokens)), "logprob": c.logprob, "attn": c.attn} for c in caps]
+        caps = (
+            greedy(self.decoder, a, max_len)
+            if beam_size == 1
+            else beam_search(self.decoder, a, beam_size, max_len)
+        )
+        return [
+            {
+                "text": "".join(self.vocab.decode(c.tokens)),
+                "logprob": c.logprob,
+                "attn": c.attn,
+            }
+            for c in caps
+        ]
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00038
 from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
-edit_distance = Levenshtein.distance                                  # unit costs: insert, delete, substitute
+
+edit_distance = Levenshtein.distance  # unit costs: insert, delete, substitute
+
+
 def char_error_rate(refs: Sequence[str], hyps: Sequence[str]) -> float:
     "Σ edit distance / Σ reference length."
-    return sum(edit_distance(h, r) for r, h in zip(refs, hyps)) / max(1, sum(map(len, refs)))
+    return sum(edit_distance(h, r) for r, h in zip(refs, hyps)) / max(
+        1, sum(map(len, refs))
+    )
+
+
 def closest_word(hyp: str, lexicon: Sequence[str]) -> str:
     "The lexicon word nearest to `hyp` by edit distance (the first of ties)."
     return process.extractOne(hyp, lexicon, scorer=Levenshtein.distance)[0]
+
+
 def attention_in_box(alpha: torch.Tensor, boxes: np.ndarray, width: int) -> np.ndarray:
     "Per character, whether the centre of the peak column of α `(n, L)` lies in its box's x-range `(n, 4)`."
     x = (alpha.argmax(-1).cpu().numpy() + 0.5) * width / alpha.shape[-1]
@@ -283,126 +515,298 @@ def attention_in_box(alpha: torch.Tensor, boxes: np.ndarray, width: int) -> np.n
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00040
 @torch.no_grad()
-def evaluate_ocr(model: OCRModel, data: WordImages, lexicon: Sequence[str] | None = None, beam_size: int = 1,
-                 batch_size: int = 256) -> dict:
+def evaluate_ocr(
+    model: OCRModel,
+    data: WordImages,
+    lexicon: Sequence[str] | None = None,
+    beam_size: int = 1,
+    batch_size: int = 256,
+) -> dict:
     "Word accuracy and CER (in %, without and with `lexicon`), attention correctness (teacher-forced), and the readings."
     hyps, hits = [], []
     for s in range(0, len(data), batch_size):
-        x, caps, lengths = data.batch(idx := list(range(s, min(len(data), s + batch_size))), model.vocab)
+        x, caps, lengths = data.batch(
+            idx := list(range(s, min(len(data), s + batch_size))), model.vocab
+        )
         hyps += [r["text"] for r in model.read(x, beam_size)]
-        _, alpha = model.decoder(model.encoder(x), caps, lengths)                  # (B, T, L), teacher forcing
-        hits += [attention_in_box(alpha[r, :len(data.words[i])], data.boxes[i], data.cfg.width) for r, i in enumerate(idx)]
-    refs = data.words                                                              # model.read has set eval mode
-    out = {"n": len(refs), "word_accuracy": 100 * float(np.mean([h == r for h, r in zip(hyps, refs)])),
-           "cer": 100 * char_error_rate(refs, hyps), "attention_correctness": 100 * float(np.concatenate(hits).mean())}
+        _, alpha = model.decoder(
+            model.encoder(x), caps, lengths
+        )  # (B, T, L), teacher forcing
+        hits += [
+            attention_in_box(
+                alpha[r, : len(data.words[i])], data.boxes[i], data.cfg.width
+            )
+            for r, i in enumerate(idx)
+        ]
+    refs = data.words  # model.read has set eval mode
+    out = {
+        "n": len(refs),
+        "word_accuracy": 100 * float(np.mean([h == r for h, r in zip(hyps, refs)])),
+        "cer": 100 * char_error_rate(refs, hyps),
+        "attention_correctness": 100 * float(np.concatenate(hits).mean()),
+    }
     if lexicon:
         fixed = [closest_word(h, lexicon) for h in hyps]
-        out.update(word_accuracy_lexicon=100 * float(np.mean([h == r for h, r in zip(fixed, refs)])),
-                   cer_lexicon=100 * char_error_rate(refs, fixed))
+        out.update(
+            word_accuracy_lexicon=100
+            * float(np.mean([h == r for h, r in zip(fixed, refs)])),
+            cer_lexicon=100 * char_error_rate(refs, fixed),
+        )
     return {**out, "readings": hyps}
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00042
 def _datasets(cfg: OCRConfig) -> tuple[WordImages, WordImages, list[str]]:
     "Training and test images from disjoint word lists (train seed 2s, test seed 2s + 1), and the test words."
     train_words, test_words = split_words(load_words(), cfg.test_fraction, cfg.seed)
-    return (WordImages(train_words, cfg.n_train, 2 * cfg.seed, cfg.render()),
-            WordImages(test_words, cfg.n_test, 2 * cfg.seed + 1, cfg.render()), test_words)
-def train_ocr(cfg: OCRConfig, out: str | Path | None = None, time_limit: float | None = None, progress: bool = True,
-              device="cpu", overwrite: bool = False) -> tuple[OCRModel, dict]:
+    return (
+        WordImages(train_words, cfg.n_train, 2 * cfg.seed, cfg.render()),
+        WordImages(test_words, cfg.n_test, 2 * cfg.seed + 1, cfg.render()),
+        test_words,
+    )
+
+
+def train_ocr(
+    cfg: OCRConfig,
+    out: str | Path | None = None,
+    time_limit: float | None = None,
+    progress: bool = True,
+    device="cpu",
+    overwrite: bool = False,
+) -> tuple[OCRModel, dict]:
     "Train an `OCRModel` for `cfg.steps` steps (or `time_limit` CPU seconds); evaluate on held-out words; write `out/ocr.pt` and `out/metrics.json`."
     from tqdm.auto import tqdm
+
     out, device = Path(out) if out is not None else None, get_device(device)
     if out is not None and (out / "ocr.pt").exists() and not overwrite:
-        raise ValueError(f"{out / 'ocr.pt'} exists; pass --overwrite (overwrite=True) or choose another --out")
-    seed_everything(cfg.seed); t_render = time.perf_counter()
-    train, test, test_words = _datasets(cfg); t_render = time.perf_counter() - t_render
+        raise ValueError(
+            f"{out / 'ocr.pt'} exists; pass --overwrite (overwrite=True) or choose another --out"
+        )
+    seed_everything(cfg.seed)
+    t_render = time.perf_counter()
+    train, test, test_words = _datasets(cfg)
+    t_render = time.perf_counter() - t_render
     model = OCRModel(cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    rng, history, run, step, t0, wall = np.random.default_rng((cfg.seed, 1)), [], [], 0, time.process_time(), time.perf_counter()
+    rng, history, run, step, t0, wall = (
+        np.random.default_rng((cfg.seed, 1)),
+        [],
+        [],
+        0,
+        time.process_time(),
+        time.perf_counter(),
+    )
     bar = tqdm(total=cfg.steps, disable=not progress, desc=f"ocr {cfg.encoder}")
-    while (done := max(step / cfg.steps, (time.process_time() - t0) / time_limit if time_limit else 0.0)) < 1:
-        for g in opt.param_groups: g["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * done))
-        x, caps, lengths = train.batch(rng.integers(len(train), size=cfg.batch_size), model.vocab)
+    while (
+        done := max(
+            step / cfg.steps,
+            (time.process_time() - t0) / time_limit if time_limit else 0.0,
+        )
+    ) < 1:
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * done))
+        x, caps, lengths = train.batch(
+            rng.integers(len(train), size=cfg.batch_size), model.vocab
+        )
         model.train()
-        loss, _ = model.decoder.loss(model.encoder(x.to(device)), caps.to(device), lengths.to(device))
-        opt.zero_grad(set_to_none=True); loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0); opt.step()
-        run.append(float(loss.detach())); step += 1; bar.update(1)
+        loss, _ = model.decoder.loss(
+            model.encoder(x.to(device)), caps.to(device), lengths.to(device)
+        )
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        opt.step()
+        run.append(float(loss.detach()))
+        step += 1
+        bar.update(1)
         if step % 50 == 0 or step == cfg.steps:
-            history.append({"step": step, "loss": float(np.mean(run)), "cpu_seconds": time.process_time() - t0}); run = []
+            history.append(
+                {
+                    "step": step,
+                    "loss": float(np.mean(run)),
+                    "cpu_seconds": time.process_time() - t0,
+                }
+            )
+            run = []
             bar.set_postfix(loss=f"{history[-1]['loss']:.3f}")
     bar.close()
-    cpu, wall, ev = time.process_time() - t0, time.perf_counter() - wall, evaluate_ocr(model.cpu(), test, lexicon=test_words)
-    metrics = {"config": asdict(cfg), "steps": step, "train_cpu_seconds": cpu, "train_wall_seconds": wall, "render_seconds": t_render,
-               "images_per_second_rendered": (len(train) + len(test)) / t_render, "history": history,
-               "parameters": {"encoder": sum(p.numel() for p in model.encoder.parameters()),
-                              "decoder": sum(p.numel() for p in model.decoder.parameters())},
-               **{k: v for k, v in ev.items() if k != "readings"}}
+    cpu, wall, ev = (
+        time.process_time() - t0,
+        time.perf_counter() - wall,
+        evaluate_ocr(model.cpu(), test, lexicon=test_words),
+    )
+    metrics = {
+        "config": asdict(cfg),
+        "steps": step,
+        "train_cpu_seconds": cpu,
+        "train_wall_seconds": wall,
+        "render_seconds": t_render,
+        "images_per_second_rendered": (len(train) + len(test)) / t_render,
+        "history": history,
+        "parameters": {
+            "encoder": sum(p.numel() for p in model.encoder.parameters()),
+            "decoder": sum(p.numel() for p in model.decoder.parameters()),
+        },
+        **{k: v for k, v in ev.items() if k != "readings"},
+    }
     if out is not None:
-        save_checkpoint({"model": model.state_dict(), "config": asdict(cfg), "vocab": model.vocab.itos,
-                         "test_words": test_words, "step": step, "history": history}, out / "ocr.pt")
-        tmp = out / ".metrics.json.tmp"; tmp.write_text(json.dumps(metrics, indent=1)); tmp.replace(out / "metrics.json")
+        save_checkpoint(
+            {
+                "model": model.state_dict(),
+                "config": asdict(cfg),
+                "vocab": model.vocab.itos,
+                "test_words": test_words,
+                "step": step,
+                "history": history,
+            },
+            out / "ocr.pt",
+        )
+        tmp = out / ".metrics.json.tmp"
+        tmp.write_text(json.dumps(metrics, indent=1))
+        tmp.replace(out / "metrics.json")
     return model, metrics
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00042c
 def load_ocr(path: str | Path) -> tuple[OCRModel, dict]:
     "An `OCRModel` from a checkpoint of `train_ocr`, and the checkpoint."
-    try: ck = load_checkpoint(path)
-    except ValueError as e: raise ValueError(f"{path} could not be loaded: truncated, corrupt, or not a torch checkpoint") from e
+    try:
+        ck = load_checkpoint(path)
+    except ValueError as e:
+        raise ValueError(
+            f"{path} could not be loaded: truncated, corrupt, or not a torch checkpoint"
+        ) from e
     if not isinstance(ck, dict) or not {"model", "config", "vocab"} <= set(ck):
-        raise ValueError(f"{path} is not an OCR checkpoint (written by `sat-tutorial ocr train`)")
-    cfg = OCRConfig(**{f.name: ck["config"][f.name] for f in fields(OCRConfig) if f.name in ck["config"]})
+        raise ValueError(
+            f"{path} is not an OCR checkpoint (written by `sat-tutorial ocr train`)"
+        )
+    cfg = OCRConfig(
+        **{
+            f.name: ck["config"][f.name]
+            for f in fields(OCRConfig)
+            if f.name in ck["config"]
+        }
+    )
     model = OCRModel(cfg, Vocab(ck["vocab"]))
-    try: model.load_state_dict(ck["model"])
-    except RuntimeError as e: raise ValueError(f"{path}: weights do not fit its own configuration ({str(e)[:200]})") from e
+    try:
+        model.load_state_dict(ck["model"])
+    except RuntimeError as e:
+        raise ValueError(
+            f"{path}: weights do not fit its own configuration ({str(e)[:200]})"
+        ) from e
     return model.eval(), ck
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00052
 _SIXTEEN_BIT = {"I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
+
+
 def load_word_image(path: str | Path, height: int = 32, width: int = 128) -> np.ndarray:
     "An image file as uint8 grey levels `(height, width)`: any PIL mode, aspect kept, padded with the border's median grey."
     path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"image {path} does not exist")
+    if not path.is_file():
+        raise FileNotFoundError(f"image {path} does not exist")
     try:
-        im = Image.open(path); im.load()
-    except (OSError, Image.DecompressionBombError, ValueError) as e: raise ValueError(f"image {path} could not be read: {e}") from e
-    if im.mode in _SIXTEEN_BIT:                                                    # 16-bit grey (or int/float) → 8 bits
+        im = Image.open(path)
+        im.load()
+    except (OSError, Image.DecompressionBombError, ValueError) as e:
+        raise ValueError(f"image {path} could not be read: {e}") from e
+    if im.mode in _SIXTEEN_BIT:  # 16-bit grey (or int/float) → 8 bits
         arr = np.asarray(im, np.float64)
-        if arr.min() < 0 or arr.max() > 65535: raise ValueError(f"image {path}: mode {im.mode} values outside 0–65535")
-        im = Image.fromarray((arr / 257 if arr.max() > 255 else arr).round().astype(np.uint8))
-    elif im.mode in ("RGBA", "LA", "PA") or (im.mode == "P" and "transparency" in im.info):
-        im = Image.alpha_composite(Image.new("RGBA", im.size, "white"), im.convert("RGBA")).convert("L")
+        if arr.min() < 0 or arr.max() > 65535:
+            raise ValueError(f"image {path}: mode {im.mode} values outside 0–65535")
+        im = Image.fromarray(
+            (arr / 257 if arr.max() > 255 else arr).round().astype(np.uint8)
+        )
+    elif im.mode in ("RGBA", "LA", "PA") or (
+        im.mode == "P" and "transparency" in im.info
+    ):
+        im = Image.alpha_composite(
+            Image.new("RGBA", im.size, "white"), im.convert("RGBA")
+        ).convert("L")
     else:
-        try: im = im.convert("L")
-        except ValueError as e: raise ValueError(f"image {path}: cannot convert mode {im.mode} to grey ({e})") from e
+        try:
+            im = im.convert("L")
+        except ValueError as e:
+            raise ValueError(
+                f"image {path}: cannot convert mode {im.mode} to grey ({e})"
+            ) from e
     w = min(width, max(1, round(im.size[0] * height / im.size[1])))
     arr = np.asarray(im.resize((w, height), Image.BILINEAR), np.uint8)
-    fill = np.median(np.concatenate([arr[0], arr[-1], arr[:, 0], arr[:, -1]]))        # the border's grey
+    fill = np.median(
+        np.concatenate([arr[0], arr[-1], arr[:, 0], arr[:, -1]])
+    )  # the border's grey
     return np.concatenate([arr, np.full((height, width - w), fill, np.uint8)], 1)
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00053b
-_INT_FLAGS = {"channels": "channels C of the block", "iterations": "unrolled iterations T", "feature_dim": "size D of a feature column",
-              "hidden_dim": "decoder LSTM size", "n_train": "training images rendered", "n_test": "held-out images rendered",
-              "steps": "training steps at most", "batch_size": "images per step"}
+_INT_FLAGS = {
+    "channels": "channels C of the block",
+    "iterations": "unrolled iterations T",
+    "feature_dim": "size D of a feature column",
+    "hidden_dim": "decoder LSTM size",
+    "n_train": "training images rendered",
+    "n_test": "held-out images rendered",
+    "steps": "training steps at most",
+    "batch_size": "images per step",
+}
+
+
 def _cmd_train(args) -> int:
-    if args.threads: torch.set_num_threads(args.threads)
-    cfg = OCRConfig(encoder=args.encoder, lr=args.lr, seed=args.seed, **{f: getattr(args, f) for f in _INT_FLAGS})
-    _, m = train_ocr(cfg, args.out, None if args.minutes is None else 60 * args.minutes, not args.quiet, args.device, args.overwrite)
-    keys = ("steps", "train_cpu_seconds", "train_wall_seconds", "parameters", "word_accuracy", "cer", "word_accuracy_lexicon", "cer_lexicon", "attention_correctness")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    cfg = OCRConfig(
+        encoder=args.encoder,
+        lr=args.lr,
+        seed=args.seed,
+        **{f: getattr(args, f) for f in _INT_FLAGS},
+    )
+    _, m = train_ocr(
+        cfg,
+        args.out,
+        None if args.minutes is None else 60 * args.minutes,
+        not args.quiet,
+        args.device,
+        args.overwrite,
+    )
+    keys = (
+        "steps",
+        "train_cpu_seconds",
+        "train_wall_seconds",
+        "parameters",
+        "word_accuracy",
+        "cer",
+        "word_accuracy_lexicon",
+        "cer_lexicon",
+        "attention_correctness",
+    )
     print(json.dumps({**{k: m[k] for k in keys}, "out": str(args.out)}))
     return 0
+
+
 def _cmd_evaluate(args) -> int:
     model, ck = load_ocr(args.checkpoint)
-    data = WordImages(ck["test_words"], args.n_test or model.cfg.n_test, 2 * model.cfg.seed + 1, model.cfg.render())
-    res = {"checkpoint": str(args.checkpoint), "step": ck.get("step"), "beam_size": args.beam_size,
-           **evaluate_ocr(model, data, ck["test_words"], args.beam_size)}
+    data = WordImages(
+        ck["test_words"],
+        args.n_test or model.cfg.n_test,
+        2 * model.cfg.seed + 1,
+        model.cfg.render(),
+    )
+    res = {
+        "checkpoint": str(args.checkpoint),
+        "step": ck.get("step"),
+        "beam_size": args.beam_size,
+        **evaluate_ocr(model, data, ck["test_words"], args.beam_size),
+    }
     res.pop("readings")
     print(json.dumps(res))
-    if args.json: args.json.parent.mkdir(parents=True, exist_ok=True); args.json.write_text(json.dumps(res, indent=1))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=1))
     return 0
+
+
 def _cmd_read(args) -> int:
     model, _ = load_ocr(args.checkpoint)
-    images = np.stack([load_word_image(p, model.cfg.height, model.cfg.width) for p in args.images])   # all checked first
+    images = np.stack(
+        [load_word_image(p, model.cfg.height, model.cfg.width) for p in args.images]
+    )  # all checked first
     for p, r in zip(args.images, model.read(images_to_tensor(images), args.beam_size)):
         print(json.dumps({"image": str(p), "text": r["text"], "logprob": r["logprob"]}))
     return 0
@@ -410,30 +814,88 @@ def _cmd_read(args) -> int:
 # %% ../nbs/14_attention_ocr.ipynb #ocr00053f
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `ocr train`, `ocr evaluate` and `ocr read` on an argparse subparsers object."
-    p = subparsers.add_parser("ocr", help="attention OCR (Lee & Osindero 2016) on rendered word images",
-                              description="Train, evaluate and run a word reader: recursive/recurrent/plain CNN + attention decoder.")
-    sub = p.add_subparsers(dest="ocr_command", metavar="{train,evaluate,read}", required=True)
-    t = sub.add_parser("train", help="render words and train a reader", description="Train a reader; writes OUT/ocr.pt and OUT/metrics.json.")
-    t.add_argument("--encoder", choices=list(BLOCKS), default=OCRConfig.encoder, help="feature extractor (default: %(default)s)")
+    p = subparsers.add_parser(
+        "ocr",
+        help="attention OCR (Lee & Osindero 2016) on rendered word images",
+        description="Train, evaluate and run a word reader: recursive/recurrent/plain CNN + attention decoder.",
+    )
+    sub = p.add_subparsers(
+        dest="ocr_command", metavar="{train,evaluate,read}", required=True
+    )
+    t = sub.add_parser(
+        "train",
+        help="render words and train a reader",
+        description="Train a reader; writes OUT/ocr.pt and OUT/metrics.json.",
+    )
+    t.add_argument(
+        "--encoder",
+        choices=list(BLOCKS),
+        default=OCRConfig.encoder,
+        help="feature extractor (default: %(default)s)",
+    )
     for f, h in _INT_FLAGS.items():
-        t.add_argument("--" + f.replace("_", "-"), type=positive_int, default=getattr(OCRConfig, f), help=h + " (default: %(default)s)")
-    t.add_argument("--lr", type=positive_float, default=OCRConfig.lr, help="Adam learning rate (default: %(default)s)")
-    t.add_argument("--minutes", type=positive_float, help="training time budget; the learning-rate schedule follows it")
+        t.add_argument(
+            "--" + f.replace("_", "-"),
+            type=positive_int,
+            default=getattr(OCRConfig, f),
+            help=h + " (default: %(default)s)",
+        )
+    t.add_argument(
+        "--lr",
+        type=positive_float,
+        default=OCRConfig.lr,
+        help="Adam learning rate (default: %(default)s)",
+    )
+    t.add_argument(
+        "--minutes",
+        type=positive_float,
+        help="training time budget; the learning-rate schedule follows it",
+    )
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--threads", type=positive_int, help="torch CPU threads")
-    t.add_argument("--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)")
-    t.add_argument("--out", type=Path, default=Path("runs/ocr"), help="output folder (default: %(default)s)")
-    t.add_argument("--overwrite", action="store_true", help="replace OUT/ocr.pt if it exists")
+    t.add_argument(
+        "--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)"
+    )
+    t.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/ocr"),
+        help="output folder (default: %(default)s)",
+    )
+    t.add_argument(
+        "--overwrite", action="store_true", help="replace OUT/ocr.pt if it exists"
+    )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_cmd_train)
-    e = sub.add_parser("evaluate", help="word accuracy, CER, attention correctness on held-out words",
-                       description="Score a reader on freshly rendered images of its held-out words.")
-    e.add_argument("--n-test", type=positive_int, help="images to render (default: the training run's)")
+    e = sub.add_parser(
+        "evaluate",
+        help="word accuracy, CER, attention correctness on held-out words",
+        description="Score a reader on freshly rendered images of its held-out words.",
+    )
+    e.add_argument(
+        "--n-test",
+        type=positive_int,
+        help="images to render (default: the training run's)",
+    )
     e.add_argument("--json", type=Path, help="write the result here as JSON")
-    r = sub.add_parser("read", help="read word images", description="Read word image files; one JSON line per image.")
+    r = sub.add_parser(
+        "read",
+        help="read word images",
+        description="Read word image files; one JSON line per image.",
+    )
     r.add_argument("images", nargs="+", type=Path, metavar="IMAGE")
     for q, fn in ((e, _cmd_evaluate), (r, _cmd_read)):
-        q.add_argument("--checkpoint", type=Path, required=True, help="an ocr.pt written by `ocr train`")
-        q.add_argument("--beam-size", type=positive_int, default=1, help="(default: %(default)s, greedy)")
+        q.add_argument(
+            "--checkpoint",
+            type=Path,
+            required=True,
+            help="an ocr.pt written by `ocr train`",
+        )
+        q.add_argument(
+            "--beam-size",
+            type=positive_int,
+            default=1,
+            help="(default: %(default)s, greedy)",
+        )
         q.set_defaults(func=fn)
     return p

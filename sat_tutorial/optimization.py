@@ -26,164 +26,318 @@ def run_share(step: int, total: int, clock: float = 0.0) -> float:
     "Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a time budget used) if that is ahead."
     return min(1.0, max(step / max(total, 1), clock))
 
+
 def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
     "Linear warm-up, then cosine decay from 1 to 0.1 over the run: by steps, or by `clock` (share of a time budget used) if ahead."
     w = min(1.0, (step + 1) / warmup) if warmup else 1.0
-    return w * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * run_share(step, total, clock))))
+    return w * (
+        0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * run_share(step, total, clock)))
+    )
 
 # %% ../nbs/12b_optimization.ipynb #598b88db
 def cpu_has_fast_bf16() -> bool:
     "Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own test; on AVX2 alone bf16 is slower than float32)."
-    try: return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())          # a private op; the public capability string otherwise
-    except (AttributeError, RuntimeError): return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+    try:
+        return bool(
+            torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        )  # a private op; the public capability string otherwise
+    except (AttributeError, RuntimeError):
+        return torch.backends.cpu.get_cpu_capability().startswith("AVX512")
+
 
 AMP_DTYPES = ("auto", "bf16", "fp16")
 
+
 def _amp(cfg, device):
     "The autocast dtype of `cfg.amp`/`cfg.amp_dtype` on `device`, and the gradient scaler float16 needs (else None)."
-    if cfg.amp_dtype not in AMP_DTYPES: raise ValueError(f"amp_dtype must be one of {AMP_DTYPES}, not {cfg.amp_dtype!r}")
-    if not cfg.amp: return None, None
+    if cfg.amp_dtype not in AMP_DTYPES:
+        raise ValueError(
+            f"amp_dtype must be one of {AMP_DTYPES}, not {cfg.amp_dtype!r}"
+        )
+    if not cfg.amp:
+        return None, None
     gpu_bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
     if cfg.amp_dtype == "bf16" and not gpu_bf16:
-        raise ValueError(f"amp_dtype bf16: {torch.cuda.get_device_name(device)} has no bfloat16; use fp16 (with loss scaling) or auto")
-    if cfg.amp_dtype == "fp16" or (cfg.amp_dtype == "auto" and not gpu_bf16):   # float16's range needs the loss scaled
+        raise ValueError(
+            f"amp_dtype bf16: {torch.cuda.get_device_name(device)} has no bfloat16; use fp16 (with loss scaling) or auto"
+        )
+    if cfg.amp_dtype == "fp16" or (
+        cfg.amp_dtype == "auto" and not gpu_bf16
+    ):  # float16's range needs the loss scaled
         if device.type == "cpu":
-            warnings.warn("amp_dtype fp16 on a CPU: float16 matmuls run emulated on most CPUs (a Flickr8k training step 23x slower "
-                          "than float32 on a 2-core AMD EPYC with AVX-512, bench/RESULTS.md); it checks the loss-scaled GPU path, "
-                          "use bf16 or float32 for speed")
+            warnings.warn(
+                "amp_dtype fp16 on a CPU: float16 matmuls run emulated on most CPUs (a Flickr8k training step 23x slower "
+                "than float32 on a 2-core AMD EPYC with AVX-512, bench/RESULTS.md); it checks the loss-scaled GPU path, "
+                "use bf16 or float32 for speed"
+            )
         return torch.float16, torch.amp.GradScaler(device.type)
     if device.type == "cpu" and not cpu_has_fast_bf16():
-        warnings.warn(f"--amp on a CPU without fast bfloat16 ({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
-                      "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster")
+        warnings.warn(
+            f"--amp on a CPU without fast bfloat16 ({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
+            "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster"
+        )
     return torch.bfloat16, None
 
 # %% ../nbs/12b_optimization.ipynb #25f32462
 OPTIMIZERS = ("adam", "rmsprop")
 
+
 def make_optimizer(cfg: TrainConfig, params, ds=None) -> torch.optim.Optimizer:
     """Adam at `cfg.lr`, or with `cfg.optimizer='rmsprop'` Graves' centred RMSProp with momentum (ρ 0.95, μ 0.9) and step `cfg.lr`,
     its ε' = 10⁻² / m̄ (m̄: target words per caption of the training set `ds`) for our loss per word, not per caption."""
-    if cfg.optimizer == "adam": return torch.optim.Adam(params, lr=cfg.lr)
-    if cfg.optimizer != "rmsprop": raise ValueError(f"optimizer must be one of {OPTIMIZERS}, not {cfg.optimizer!r}")
-    lengths = ds.caption_lengths() if ds is not None and not cfg.scst else [2]      # <start> w_1 … w_n <end>: n + 1 targets
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(params, lr=cfg.lr)
+    if cfg.optimizer != "rmsprop":
+        raise ValueError(
+            f"optimizer must be one of {OPTIMIZERS}, not {cfg.optimizer!r}"
+        )
+    lengths = (
+        ds.caption_lengths() if ds is not None and not cfg.scst else [2]
+    )  # <start> w_1 … w_n <end>: n + 1 targets
     m_bar = sum(lengths) / len(lengths) - 1
-    return torch.optim.RMSprop(params, lr=cfg.lr, alpha=0.95, eps=1e-2 / m_bar, momentum=0.9, centered=True)
+    return torch.optim.RMSprop(
+        params, lr=cfg.lr, alpha=0.95, eps=1e-2 / m_bar, momentum=0.9, centered=True
+    )
 
 # %% ../nbs/12b_optimization.ipynb #7fd97761
 def ema_decay(n: int, decay: float) -> float:
     "d_n of the n-th update (n ≥ 1): min(d, (1 + n)/(10 + n)), so the first iterates are forgotten fast."
     return min(decay, (1 + n) / (10 + n))
 
+
 def weight_average(encoder: nn.Module, model: nn.Module, decay: float) -> AveragedModel:
     "An exponential moving average of the encoder's and captioner's weights and float buffers; `.module['model']` decodes."
-    if not 0 < decay < 1: raise ValueError(f"ema must be a decay between 0 and 1 (e.g. 0.99), or 0 for off; not {decay}")
+    if not 0 < decay < 1:
+        raise ValueError(
+            f"ema must be a decay between 0 and 1 (e.g. 0.99), or 0 for off; not {decay}"
+        )
+
     @torch.no_grad()
-    def update(avg: list, new: list, n_before: torch.Tensor):       # AveragedModel copies on the first update, then calls this
-        if not torch.is_floating_point(avg[0]):                      # integer buffers (BatchNorm's batch count) follow the model
-            for a, x in zip(avg, new): a.copy_(x)
+    def update(
+        avg: list, new: list, n_before: torch.Tensor
+    ):  # AveragedModel copies on the first update, then calls this
+        if not torch.is_floating_point(
+            avg[0]
+        ):  # integer buffers (BatchNorm's batch count) follow the model
+            for a, x in zip(avg, new):
+                a.copy_(x)
             return
         d = ema_decay(int(n_before) + 1, decay)
-        for a, x in zip(avg, new): a.lerp_(x, 1 - d)                  # a ← d·a + (1 − d)·x
-    return AveragedModel(nn.ModuleDict({"encoder": encoder, "model": model}), multi_avg_fn=update, use_buffers=True)
+        for a, x in zip(avg, new):
+            a.lerp_(x, 1 - d)  # a ← d·a + (1 − d)·x
+
+    return AveragedModel(
+        nn.ModuleDict({"encoder": encoder, "model": model}),
+        multi_avg_fn=update,
+        use_buffers=True,
+    )
 
 # %% ../nbs/12b_optimization.ipynb #b29bbf76
 def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
     "Join the process group `torchrun` describes (WORLD_SIZE > 1): (rank, world size, this process's device, whether we started it)."
     import torch.distributed as dist
+
     world = int(os.environ.get("WORLD_SIZE", "1"))
     dev = get_device(device)
-    if world <= 1 and not (dist.is_available() and dist.is_initialized()): return 0, 1, dev, False
+    if world <= 1 and not (dist.is_available() and dist.is_initialized()):
+        return 0, 1, dev, False
     if dev.type == "cuda":
-        local, n_gpus = int(os.environ.get("LOCAL_RANK", "0")), torch.cuda.device_count()
-        if local >= n_gpus:   # else CUDA's "invalid device ordinal" from set_device
-            raise RuntimeError(f"torchrun process with LOCAL_RANK {local} has no GPU of its own: this machine has {n_gpus}. "
-                               f"Start at most {n_gpus} per machine (--nproc_per_node), or train on CPUs with --device cpu")
-        dev = torch.device("cuda", local); torch.cuda.set_device(dev)
+        local, n_gpus = (
+            int(os.environ.get("LOCAL_RANK", "0")),
+            torch.cuda.device_count(),
+        )
+        if local >= n_gpus:  # else CUDA's "invalid device ordinal" from set_device
+            raise RuntimeError(
+                f"torchrun process with LOCAL_RANK {local} has no GPU of its own: this machine has {n_gpus}. "
+                f"Start at most {n_gpus} per machine (--nproc_per_node), or train on CPUs with --device cpu"
+            )
+        dev = torch.device("cuda", local)
+        torch.cuda.set_device(dev)
     started = not dist.is_initialized()
-    if started:   # generous timeout: the other processes wait while process 0 validates
+    if started:  # generous timeout: the other processes wait while process 0 validates
         from datetime import timedelta
-        dist.init_process_group("nccl" if dev.type == "cuda" else "gloo", timeout=timedelta(hours=2))
+
+        dist.init_process_group(
+            "nccl" if dev.type == "cuda" else "gloo", timeout=timedelta(hours=2)
+        )
     return dist.get_rank(), dist.get_world_size(), dev, started
+
 
 class _LossOf(nn.Module):
     "`model.loss` as a module's forward, so that DistributedDataParallel sees the call and synchronises the gradients."
-    def __init__(self, model): super().__init__(); self.model = model
-    def forward(self, feats, captions, lengths): return self.model.loss(feats, captions, lengths)
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, feats, captions, lengths):
+        return self.model.loss(feats, captions, lengths)
+
 
 class GlobalBatchLoss:
     "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss (per word of the batch, or with `mean_words` m̄ as `FixedWordWeight`)."
-    def __init__(self, ddp_loss: nn.Module, world: int, mean_words: float | None = None):
-        self.ddp_loss, self.world, self.weight, self.mean_words = ddp_loss, world, 1.0, mean_words
+
+    def __init__(
+        self, ddp_loss: nn.Module, world: int, mean_words: float | None = None
+    ):
+        self.ddp_loss, self.world, self.weight, self.mean_words = (
+            ddp_loss,
+            world,
+            1.0,
+            mean_words,
+        )
 
     def __call__(self, model, feats, batch):
         import torch.distributed as dist
-        caps, lengths = batch["captions"].to(feats.device), batch["lengths"].to(feats.device)
-        n, b = float((lengths - 1).sum()), float(len(lengths))                  # words and captions of this shard
-        tot = torch.tensor([n * self.weight, b * self.weight], dtype=torch.float64, device=feats.device)
-        dist.all_reduce(tot)                                                      # N, B of the whole batch
+
+        caps, lengths = (
+            batch["captions"].to(feats.device),
+            batch["lengths"].to(feats.device),
+        )
+        n, b = (
+            float((lengths - 1).sum()),
+            float(len(lengths)),
+        )  # words and captions of this shard
+        tot = torch.tensor(
+            [n * self.weight, b * self.weight], dtype=torch.float64, device=feats.device
+        )
+        dist.all_reduce(tot)  # N, B of the whole batch
         N, B = tot.tolist()
         loss, stats = self.ddp_loss(feats, caps, lengths)
-        c = self.world * n * self.weight / (B * self.mean_words if self.mean_words else N)   # c_r = W n_r / N (or / B m̄)
-        stats = {**stats, "_share_words": n * self.weight / N, "_share_captions": b * self.weight / B}
+        c = (
+            self.world
+            * n
+            * self.weight
+            / (B * self.mean_words if self.mean_words else N)
+        )  # c_r = W n_r / N (or / B m̄)
+        stats = {
+            **stats,
+            "_share_words": n * self.weight / N,
+            "_share_captions": b * self.weight / B,
+        }
         return loss * c, stats
+
 
 def _reduce_stats(stats: dict, world: int) -> dict:
     "The whole batch's statistics: the loss summed over processes / W, per-word stats weighted by word share, the rest by caption share."
     import torch.distributed as dist
+
     sw, sc = stats.pop("_share_words"), stats.pop("_share_captions")
     keys = sorted(stats)
     per_word = {"nll", "entropy", "grounding"}
-    v = torch.tensor([stats[k] / world if k == "loss" else stats[k] * (sw if k in per_word else sc) for k in keys], dtype=torch.float64)
+    v = torch.tensor(
+        [
+            stats[k] / world
+            if k == "loss"
+            else stats[k] * (sw if k in per_word else sc)
+            for k in keys
+        ],
+        dtype=torch.float64,
+    )
     dist.all_reduce(v)
     return dict(zip(keys, v.tolist()))
 
+
 class FixedWordWeight:
     "`model.loss` × N_b / (B·m̄): every word weighs 1/(B·m̄) whatever its batch (`mean_words` m̄: target words per caption over the training set)."
-    def __init__(self, mean_words: float): self.mean_words = mean_words
+
+    def __init__(self, mean_words: float):
+        self.mean_words = mean_words
+
     def __call__(self, model, feats, batch):
-        caps, lengths = batch["captions"].to(feats.device), batch["lengths"].to(feats.device)
+        caps, lengths = (
+            batch["captions"].to(feats.device),
+            batch["lengths"].to(feats.device),
+        )
         loss, stats = model.loss(feats, caps, lengths)
-        return loss * (float((lengths - 1).sum()) / (len(lengths) * self.mean_words)), stats
+        return loss * (
+            float((lengths - 1).sum()) / (len(lengths) * self.mean_words)
+        ), stats
 
 # %% ../nbs/12b_optimization.ipynb #0240479c
 class SelfCritical:
     "SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's reward, or the mean of the other samples; for hard attention log p(wˢ, sˢ)."
-    def __init__(self, cider: CiderD, vocab: Vocab, max_len: int = 20, baseline: str = "greedy", n_samples: int = 1,
-                 temperature: float = 1.0, dropout: bool = True):
+
+    def __init__(
+        self,
+        cider: CiderD,
+        vocab: Vocab,
+        max_len: int = 20,
+        baseline: str = "greedy",
+        n_samples: int = 1,
+        temperature: float = 1.0,
+        dropout: bool = True,
+    ):
         "`temperature`: sample from p_T ∝ p^(1/T); `dropout=False`: sample with the test-time network (dropout off)."
-        if baseline not in ("greedy", "mean"): raise ValueError(f"unknown SCST baseline {baseline!r}: greedy or mean")
-        if not temperature > 0: raise ValueError(f"the SCST sampling temperature must be positive, not {temperature}")
-        self.cider, self.vocab, self.max_len, self.baseline, self.k = cider, vocab, max_len, baseline, n_samples
+        if baseline not in ("greedy", "mean"):
+            raise ValueError(f"unknown SCST baseline {baseline!r}: greedy or mean")
+        if not temperature > 0:
+            raise ValueError(
+                f"the SCST sampling temperature must be positive, not {temperature}"
+            )
+        self.cider, self.vocab, self.max_len, self.baseline, self.k = (
+            cider,
+            vocab,
+            max_len,
+            baseline,
+            n_samples,
+        )
         self.temperature, self.dropout = temperature, dropout
 
     def rewards(self, token_rows, refs) -> torch.Tensor:
-        return torch.tensor([self.cider.score(self.vocab.decode(t), r) for t, r in zip(token_rows, refs)])
+        return torch.tensor(
+            [
+                self.cider.score(self.vocab.decode(t), r)
+                for t, r in zip(token_rows, refs)
+            ]
+        )
 
     def __call__(self, model, feats, batch):
         refs = [[tokenize(x) for x in rs] for rs in batch["refs"]]
         K = self.k
-        reads = getattr(model, "recording_reads", contextlib.nullcontext)()              # hard attention also samples s_t
+        reads = getattr(
+            model, "recording_reads", contextlib.nullcontext
+        )()  # hard attention also samples s_t
         was = model.training
-        if not self.dropout: model.eval()                                                 # the network of test time; the graph is kept
+        if not self.dropout:
+            model.eval()  # the network of test time; the graph is kept
         try:
             with reads as log_alpha:
-                toks, logp, mask = sample(model, feats.repeat_interleave(K, 0), self.max_len, self.temperature)  # (B*K, T), (B*K,), (B*K, T)
-        finally: model.train(was)
-        if log_alpha: logp = logp + (torch.stack(log_alpha, 1) * mask).sum(1)          # log p(w, s) = log p(w | s) + Σ_t log α_t(s_t)
+                toks, logp, mask = sample(
+                    model, feats.repeat_interleave(K, 0), self.max_len, self.temperature
+                )  # (B*K, T), (B*K,), (B*K, T)
+        finally:
+            model.train(was)
+        if log_alpha:
+            logp = logp + (torch.stack(log_alpha, 1) * mask).sum(
+                1
+            )  # log p(w, s) = log p(w | s) + Σ_t log α_t(s_t)
         rk = [r for r in refs for _ in range(K)]
-        r = self.rewards(toks.tolist(), rk)                                                # (B*K,)
+        r = self.rewards(toks.tolist(), rk)  # (B*K,)
         if self.baseline == "greedy":
-            g = greedy(model, feats.detach(), self.max_len); model.train(was)
+            g = greedy(model, feats.detach(), self.max_len)
+            model.train(was)
             b = self.rewards([c.tokens for c in g], refs).repeat_interleave(K)
         else:
             m = r.view(-1, K)
             b = ((m.sum(1, keepdim=True) - m) / (K - 1)).flatten()
         adv = (r - b).to(logp.device, logp.dtype)
-        return -(adv * logp).mean(), {"reward": float(r.mean()), "baseline": float(b.mean())}
+        return -(adv * logp).mean(), {
+            "reward": float(r.mean()),
+            "baseline": float(b.mean()),
+        }
 
 # %% ../nbs/12b_optimization.ipynb #248174e5
 def self_critical(cfg: TrainConfig, records: dict, vocab: Vocab) -> "SelfCritical":
     "The SCST objective of the configuration, its CIDEr-D statistics from every training reference."
-    if cfg.scst_baseline == "mean" and cfg.scst_samples < 2: raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
-    return SelfCritical(CiderD([[tokenize(x) for x in r.raw] for r in records["train"]]), vocab, cfg.max_len,
-                        cfg.scst_baseline, cfg.scst_samples, cfg.scst_temperature, cfg.scst_dropout)
+    if cfg.scst_baseline == "mean" and cfg.scst_samples < 2:
+        raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
+    return SelfCritical(
+        CiderD([[tokenize(x) for x in r.raw] for r in records["train"]]),
+        vocab,
+        cfg.max_len,
+        cfg.scst_baseline,
+        cfg.scst_samples,
+        cfg.scst_temperature,
+        cfg.scst_dropout,
+    )

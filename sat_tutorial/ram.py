@@ -23,78 +23,139 @@ __all__ = ['MNIST_FILES', 'TASKS', 'CLUTTER', 'TEST_SEED', 'read_idx', 'load_mni
            'gaussian_log_prob', 'RAMOutput', 'RAM', 'ram_loss', 'reinforce_samples']
 
 # %% ../nbs/03_ram.ipynb #a71f8122
-MNIST_FILES = {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-               "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}
-_MNIST_HINT = ("RAM needs the four MNIST files train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
-               "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz in $SAT_TUTORIAL_DATA/mnist/raw/ "
-               "(from http://yann.lecun.com/exdb/mnist/ or any mirror); where there is a network, "
-               "load_mnist(download=True) or `sat-tutorial ram train --download` fetches them.")
+MNIST_FILES = {
+    "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+    "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+}
+_MNIST_HINT = (
+    "RAM needs the four MNIST files train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+    "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz in $SAT_TUTORIAL_DATA/mnist/raw/ "
+    "(from http://yann.lecun.com/exdb/mnist/ or any mirror); where there is a network, "
+    "load_mnist(download=True) or `sat-tutorial ram train --download` fetches them."
+)
+
 
 def read_idx(path: str | Path) -> np.ndarray:
     "Read an unsigned-byte IDX file (gzipped if the name ends in .gz) into an array of its shape; a damaged file is a ValueError naming it."
-    try: raw = gzip.open(path).read() if str(path).endswith(".gz") else Path(path).read_bytes()
-    except FileNotFoundError: raise
-    except (OSError, EOFError, zlib.error) as e:   # not gzip, truncated stream, bad CRC, unreadable
-        raise ValueError(f"{path} could not be read ({type(e).__name__}: {e}); the file is damaged, fetch it again") from None
+    try:
+        raw = (
+            gzip.open(path).read()
+            if str(path).endswith(".gz")
+            else Path(path).read_bytes()
+        )
+    except FileNotFoundError:
+        raise
+    except (
+        OSError,
+        EOFError,
+        zlib.error,
+    ) as e:  # not gzip, truncated stream, bad CRC, unreadable
+        raise ValueError(
+            f"{path} could not be read ({type(e).__name__}: {e}); the file is damaged, fetch it again"
+        ) from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file (magic {raw[:4].hex()})")
+        raise ValueError(
+            f"{path} is not an unsigned-byte IDX file (magic {raw[:4].hex()})"
+        )
     ndim = raw[3]
-    if len(raw) < 4 + 4 * ndim: raise ValueError(f"{path}: the header of {ndim} sizes is cut short ({len(raw)} bytes)")
-    shape = tuple(int(s) for s in np.frombuffer(raw, ">u4", count=ndim, offset=4))  # big-endian sizes
+    if len(raw) < 4 + 4 * ndim:
+        raise ValueError(
+            f"{path}: the header of {ndim} sizes is cut short ({len(raw)} bytes)"
+        )
+    shape = tuple(
+        int(s) for s in np.frombuffer(raw, ">u4", count=ndim, offset=4)
+    )  # big-endian sizes
     data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim)
-    if data.size != math.prod(shape): raise ValueError(f"{path}: header says {shape} but holds {data.size} bytes")
+    if data.size != math.prod(shape):
+        raise ValueError(f"{path}: header says {shape} but holds {data.size} bytes")
     return data.reshape(shape)
+
 
 def _download_mnist(raw: Path) -> None:
     "Fetch the four files with torchvision's downloader (md5-checked); needs a network."
     from torchvision.datasets import MNIST
     from torchvision.datasets.utils import download_url
+
     for name, md5 in MNIST.resources:
-        if (raw / name).exists(): continue
+        if (raw / name).exists():
+            continue
         for mirror in MNIST.mirrors:
-            try: download_url(mirror + name, raw, filename=name, md5=md5); break
-            except Exception as e: err = e
-        else: raise RuntimeError(f"could not download {name}: {err}. " + _MNIST_HINT)
+            try:
+                download_url(mirror + name, raw, filename=name, md5=md5)
+                break
+            except Exception as e:
+                err = e
+        else:
+            raise RuntimeError(f"could not download {name}: {err}. " + _MNIST_HINT)
+
 
 @lru_cache(maxsize=4)
 def _read_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
     x, y = read_idx(images), read_idx(labels)
-    if x.ndim != 3 or x.shape[1:] != (28, 28): raise ValueError(f"{images} holds an array of shape {x.shape}, not 28×28 images")
-    if y.ndim != 1 or (len(y) and y.max() > 9): raise ValueError(f"{labels} does not hold digit labels 0-9 (shape {y.shape})")
-    if len(x) != len(y): raise ValueError(f"{images} has {len(x)} images but {labels} has {len(y)} labels")
+    if x.ndim != 3 or x.shape[1:] != (28, 28):
+        raise ValueError(
+            f"{images} holds an array of shape {x.shape}, not 28×28 images"
+        )
+    if y.ndim != 1 or (len(y) and y.max() > 9):
+        raise ValueError(f"{labels} does not hold digit labels 0-9 (shape {y.shape})")
+    if len(x) != len(y):
+        raise ValueError(
+            f"{images} has {len(x)} images but {labels} has {len(y)} labels"
+        )
     return x, y.astype(np.int64)
 
-def load_mnist(split: str = "train", download: bool = False) -> tuple[np.ndarray, np.ndarray]:
+
+def load_mnist(
+    split: str = "train", download: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     "MNIST `split` ('train' or 'test') from `$SAT_TUTORIAL_DATA/mnist/raw`: uint8 images (N, 28, 28), int64 labels (N,)."
-    if split not in MNIST_FILES: raise ValueError(f"split must be 'train' or 'test', got {split!r}")
-    if download: _download_mnist(data_root() / "mnist" / "raw")
-    im, lb = (find_data("mnist", "raw", f, hint=_MNIST_HINT) for f in MNIST_FILES[split])
+    if split not in MNIST_FILES:
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    if download:
+        _download_mnist(data_root() / "mnist" / "raw")
+    im, lb = (
+        find_data("mnist", "raw", f, hint=_MNIST_HINT) for f in MNIST_FILES[split]
+    )
     return _read_pair(im, lb)
 
 # %% ../nbs/03_ram.ipynb #4a0c6ed2
-TASKS = {"mnist": (28, 0), "translated": (60, 0), "cluttered60": (60, 4), "cluttered100": (100, 8)}  # task: (canvas side, distractors)
+TASKS = {
+    "mnist": (28, 0),
+    "translated": (60, 0),
+    "cluttered60": (60, 4),
+    "cluttered100": (100, 8),
+}  # task: (canvas side, distractors)
 CLUTTER = 8  # side of a distractor crop
-TEST_SEED = 2014  # the test layout is the same for every training run, so test errors compare
+TEST_SEED = (
+    2014  # the test layout is the same for every training run, so test errors compare
+)
 
-def make_layout(n: int, size: int, n_clutter: int, n_source: int, seed: int) -> dict[str, np.ndarray]:
+
+def make_layout(
+    n: int, size: int, n_clutter: int, n_source: int, seed: int
+) -> dict[str, np.ndarray]:
     "Random placements for `n` items: the digit's top-left corner, and per distractor its source image, crop and paste corners."
     rng = np.random.default_rng(seed)
-    digit = rng.integers(0, size - 28 + 1, (n, 2))                       # (n, 2) row, col
-    src = rng.integers(0, max(n_source - 1, 1), (n, n_clutter))          # (n, K)
-    src = src + (src >= np.arange(n)[:, None])                           # skip the item's own digit
-    crop = rng.integers(0, 28 - CLUTTER + 1, (n, n_clutter, 2))          # (n, K, 2)
-    paste = rng.integers(0, size - CLUTTER + 1, (n, n_clutter, 2))       # (n, K, 2)
+    digit = rng.integers(0, size - 28 + 1, (n, 2))  # (n, 2) row, col
+    src = rng.integers(0, max(n_source - 1, 1), (n, n_clutter))  # (n, K)
+    src = src + (src >= np.arange(n)[:, None])  # skip the item's own digit
+    crop = rng.integers(0, 28 - CLUTTER + 1, (n, n_clutter, 2))  # (n, K, 2)
+    paste = rng.integers(0, size - CLUTTER + 1, (n, n_clutter, 2))  # (n, K, 2)
     return {"digit": digit, "src": src, "crop": crop, "paste": paste}
+
 
 def _paste_max(canvas, patches, corners):
     "canvas[b, r0+i, c0+j] = max(canvas, patches[b, i, j]) for every b at once."
     B, h, w = patches.shape
     b = np.arange(B)[:, None, None]
-    rows = (corners[:, 0, None] + np.arange(h))[:, :, None]             # (B, h, 1)
-    cols = (corners[:, 1, None] + np.arange(w))[:, None, :]             # (B, 1, w)
+    rows = (corners[:, 0, None] + np.arange(h))[:, :, None]  # (B, h, 1)
+    cols = (corners[:, 1, None] + np.arange(w))[:, None, :]  # (B, 1, w)
     canvas[b, rows, cols] = np.maximum(canvas[b, rows, cols], patches)
 
-def render(images: np.ndarray, index: np.ndarray, layout: dict, size: int) -> np.ndarray:
+
+def render(
+    images: np.ndarray, index: np.ndarray, layout: dict, size: int
+) -> np.ndarray:
     "Draw items `index` of a layout: uint8 (B, size, size). Loops over distractors (≤ 8), never over images."
     index = np.asarray(index)
     B = len(index)
@@ -102,19 +163,33 @@ def render(images: np.ndarray, index: np.ndarray, layout: dict, size: int) -> np
     b = np.arange(B)[:, None, None]
     ar = np.arange(CLUTTER)
     for k in range(layout["src"].shape[1]):
-        src = images[layout["src"][index, k]]                          # (B, 28, 28)
-        cr = layout["crop"][index, k]                                   # (B, 2)
-        patch = src[b, (cr[:, 0, None] + ar)[:, :, None], (cr[:, 1, None] + ar)[:, None, :]]  # (B, 8, 8)
+        src = images[layout["src"][index, k]]  # (B, 28, 28)
+        cr = layout["crop"][index, k]  # (B, 2)
+        patch = src[
+            b, (cr[:, 0, None] + ar)[:, :, None], (cr[:, 1, None] + ar)[:, None, :]
+        ]  # (B, 8, 8)
         _paste_max(canvas, patch, layout["paste"][index, k])
     _paste_max(canvas, images[index], layout["digit"][index])
     return canvas
 
+
 class GlimpseMNIST:
     "One of the paper's MNIST tasks: item i is MNIST digit i drawn by `render` with a seeded layout."
-    def __init__(self, task: str = "mnist", split: str = "train", seed: int = 0, limit: int | None = None,
-                 images: np.ndarray | None = None, labels: np.ndarray | None = None, download: bool = False):
-        if task not in TASKS: raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
-        if images is None: images, labels = load_mnist(split, download=download)
+
+    def __init__(
+        self,
+        task: str = "mnist",
+        split: str = "train",
+        seed: int = 0,
+        limit: int | None = None,
+        images: np.ndarray | None = None,
+        labels: np.ndarray | None = None,
+        download: bool = False,
+    ):
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {list(TASKS)}, got {task!r}")
+        if images is None:
+            images, labels = load_mnist(split, download=download)
         self.task, self.split, (self.size, self.n_clutter) = task, split, TASKS[task]
         self.images, self.labels = images, np.asarray(labels, dtype=np.int64)
         self.n = len(images) if limit is None else min(limit, len(images))
@@ -122,155 +197,282 @@ class GlimpseMNIST:
 
     def resample(self, seed: int) -> "GlimpseMNIST":
         "Draw a new layout (e.g. for a new epoch); distractors may come from every digit of the split."
-        self.seed, self.layout = seed, make_layout(self.n, self.size, self.n_clutter, len(self.images), seed)
+        self.seed, self.layout = (
+            seed,
+            make_layout(self.n, self.size, self.n_clutter, len(self.images), seed),
+        )
         return self
 
-    def __len__(self): return self.n
+    def __len__(self):
+        return self.n
 
     def batch(self, index) -> tuple[torch.Tensor, torch.Tensor]:
         "Images (B, 1, S, S) float in [0, 1] and labels (B,) for item ids `index`."
         index = np.asarray(index)
-        x = torch.from_numpy(render(self.images, index, self.layout, self.size)).float().div_(255)
+        x = (
+            torch.from_numpy(render(self.images, index, self.layout, self.size))
+            .float()
+            .div_(255)
+        )
         return x[:, None], torch.from_numpy(self.labels[index])
 
 # %% ../nbs/03_ram.ipynb #df0d91bb
 def glimpse_corners(l: torch.Tensor, H: int, W: int, s: int) -> torch.Tensor:
     "Top-left pixel (x, y) of the s×s patch centred at l ∈ [-1, 1]² (l=(0,0): image centre, (-1,-1): top-left)."
-    c = (l + 1) / 2 * torch.tensor([W, H], dtype=l.dtype, device=l.device)  # (B, 2) centre in pixel coordinates
-    return torch.round(c - s / 2).long()                                     # (B, 2)
+    c = (
+        (l + 1) / 2 * torch.tensor([W, H], dtype=l.dtype, device=l.device)
+    )  # (B, 2) centre in pixel coordinates
+    return torch.round(c - s / 2).long()  # (B, 2)
 
-def retina_reference(x: torch.Tensor, l: torch.Tensor, g: int = 8, k: int = 1, S=None) -> torch.Tensor:
+
+def retina_reference(
+    x: torch.Tensor, l: torch.Tensor, g: int = 8, k: int = 1, S=None
+) -> torch.Tensor:
     "Slow, obviously correct ρ(x, l): per image and scale, crop with zero fill, then average 2^j×2^j blocks. (B,1,H,W) → (B,k,g,g); S is ignored"
     B, _, H, W = x.shape
     out = x.new_zeros(B, k, g, g)
     for b in range(B):
         for j in range(k):
-            f = 2 ** j; s = g * f
-            x0, y0 = glimpse_corners(l[b:b + 1], H, W, s)[0].tolist()
+            f = 2**j
+            s = g * f
+            x0, y0 = glimpse_corners(l[b : b + 1], H, W, s)[0].tolist()
             patch = x.new_zeros(s, s)
-            ys, ye, xs, xe = max(y0, 0), min(y0 + s, H), max(x0, 0), min(x0 + s, W)  # the part inside the image
-            if ys < ye and xs < xe: patch[ys - y0:ye - y0, xs - x0:xe - x0] = x[b, 0, ys:ye, xs:xe]
-            out[b, j] = patch.reshape(g, f, g, f).mean((1, 3))                       # block means
+            ys, ye, xs, xe = (
+                max(y0, 0),
+                min(y0 + s, H),
+                max(x0, 0),
+                min(x0 + s, W),
+            )  # the part inside the image
+            if ys < ye and xs < xe:
+                patch[ys - y0 : ye - y0, xs - x0 : xe - x0] = x[b, 0, ys:ye, xs:xe]
+            out[b, j] = patch.reshape(g, f, g, f).mean((1, 3))  # block means
     return out
 
 # %% ../nbs/03_ram.ipynb #c8242807
 def integral_image(x: torch.Tensor) -> torch.Tensor:
     "Summed-area table S[b, i, j] = Σ_{y<i, x<j} x[b, 0, y, x], in float64. (B,1,H,W) → (B,H+1,W+1)"
-    S = x[:, 0].double().cumsum(1).cumsum(2)        # (B, H, W)
-    return F.pad(S, (1, 0, 1, 0))                   # (B, H+1, W+1): S(0, ·) = S(·, 0) = 0
+    S = x[:, 0].double().cumsum(1).cumsum(2)  # (B, H, W)
+    return F.pad(S, (1, 0, 1, 0))  # (B, H+1, W+1): S(0, ·) = S(·, 0) = 0
 
-def retina(x: torch.Tensor, l: torch.Tensor, g: int = 8, k: int = 1, S: torch.Tensor | None = None) -> torch.Tensor:
+
+def retina(
+    x: torch.Tensor,
+    l: torch.Tensor,
+    g: int = 8,
+    k: int = 1,
+    S: torch.Tensor | None = None,
+) -> torch.Tensor:
     "ρ(x, l) for a whole batch: k patches of side g·2^j centred at l, block-averaged to g×g, from the summed-area table S of x. (B,1,H,W) → (B,k,g,g)"
     B, _, H, W = x.shape
-    S = integral_image(x) if S is None else S                     # (B, H+1, W+1)
-    b = torch.arange(B, device=x.device)[:, None, None]           # (B, 1, 1)
+    S = integral_image(x) if S is None else S  # (B, H+1, W+1)
+    b = torch.arange(B, device=x.device)[:, None, None]  # (B, 1, 1)
     out = []
-    for j in range(k):                                            # the only loop: over scales
-        f = 2 ** j
-        c = glimpse_corners(l, H, W, g * f)                       # (B, 2) top-left pixel (x, y)
-        edges = torch.arange(g + 1, device=x.device) * f          # (g+1,) block edges inside the patch
-        ys = (c[:, 1, None] + edges).clamp(0, H)[:, :, None]      # (B, g+1, 1); clamping = zero padding
-        xs = (c[:, 0, None] + edges).clamp(0, W)[:, None, :]      # (B, 1, g+1)
-        T = S[b, ys, xs]                                          # (B, g+1, g+1) S at the block corners
-        block = T[:, 1:, 1:] - T[:, :-1, 1:] - T[:, 1:, :-1] + T[:, :-1, :-1]   # (B, g, g) block sums
-        out.append((block / f ** 2).to(x.dtype))                  # block means
-    return torch.stack(out, 1)                                    # (B, k, g, g)
+    for j in range(k):  # the only loop: over scales
+        f = 2**j
+        c = glimpse_corners(l, H, W, g * f)  # (B, 2) top-left pixel (x, y)
+        edges = (
+            torch.arange(g + 1, device=x.device) * f
+        )  # (g+1,) block edges inside the patch
+        ys = (c[:, 1, None] + edges).clamp(0, H)[
+            :, :, None
+        ]  # (B, g+1, 1); clamping = zero padding
+        xs = (c[:, 0, None] + edges).clamp(0, W)[:, None, :]  # (B, 1, g+1)
+        T = S[b, ys, xs]  # (B, g+1, g+1) S at the block corners
+        block = (
+            T[:, 1:, 1:] - T[:, :-1, 1:] - T[:, 1:, :-1] + T[:, :-1, :-1]
+        )  # (B, g, g) block sums
+        out.append((block / f**2).to(x.dtype))  # block means
+    return torch.stack(out, 1)  # (B, k, g, g)
 
 # %% ../nbs/03_ram.ipynb #2ecc4b09
-def draw_glimpse(ax, H: int, W: int, l, g: int, k: int, color="r", lw=1.5, scales: bool = True):
+def draw_glimpse(
+    ax, H: int, W: int, l, g: int, k: int, color="r", lw=1.5, scales: bool = True
+):
     "Draw the squares of a glimpse at l = (x, y) ∈ [-1, 1]² on a matplotlib axis showing an H×W image."
     from matplotlib.patches import Rectangle
+
     l = torch.as_tensor(l, dtype=torch.float32).reshape(1, 2)
     for j in range(k if scales else 1):
-        s = g * 2 ** j
+        s = g * 2**j
         x0, y0 = glimpse_corners(l, H, W, s)[0].tolist()
-        ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), s, s, fill=False, ec=color, lw=lw, alpha=1 - 0.25 * j))
+        ax.add_patch(
+            Rectangle(
+                (x0 - 0.5, y0 - 0.5),
+                s,
+                s,
+                fill=False,
+                ec=color,
+                lw=lw,
+                alpha=1 - 0.25 * j,
+            )
+        )
 
 # %% ../nbs/03_ram.ipynb #59bfe4f8
 class GlimpseNetwork(nn.Module):
     "g_t = Rect(Linear(h_g) + Linear(h_l)), h_g = Rect(Linear(ρ(x, l))), h_l = Rect(Linear(l))."
-    def __init__(self, g: int = 8, k: int = 1, glimpse_hidden: int = 128, loc_hidden: int = 128, glimpse_dim: int = 256,
-                 sensor: Callable = retina):
+
+    def __init__(
+        self,
+        g: int = 8,
+        k: int = 1,
+        glimpse_hidden: int = 128,
+        loc_hidden: int = 128,
+        glimpse_dim: int = 256,
+        sensor: Callable = retina,
+    ):
         super().__init__()
         self.g, self.k, self.sensor = g, k, sensor
-        self.fc_rho = nn.Linear(k * g * g, glimpse_hidden)   # θ_g^0
-        self.fc_loc = nn.Linear(2, loc_hidden)               # θ_g^1
+        self.fc_rho = nn.Linear(k * g * g, glimpse_hidden)  # θ_g^0
+        self.fc_loc = nn.Linear(2, loc_hidden)  # θ_g^1
         self.fc_what = nn.Linear(glimpse_hidden, glimpse_dim)  # θ_g^2 acting on h_g
-        self.fc_where = nn.Linear(loc_hidden, glimpse_dim)     # θ_g^2 acting on h_l
+        self.fc_where = nn.Linear(loc_hidden, glimpse_dim)  # θ_g^2 acting on h_l
 
-    def forward(self, x: torch.Tensor, l: torch.Tensor, S: torch.Tensor | None = None) -> torch.Tensor:
-        rho = self.sensor(x, l, self.g, self.k, S).flatten(1)   # (B, k·g·g); S: the image's summed-area table, if known
-        h_g = F.relu(self.fc_rho(rho))                          # (B, 128)
-        h_l = F.relu(self.fc_loc(l))                            # (B, 128)
-        return F.relu(self.fc_what(h_g) + self.fc_where(h_l))   # (B, 256)
+    def forward(
+        self, x: torch.Tensor, l: torch.Tensor, S: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        rho = self.sensor(x, l, self.g, self.k, S).flatten(
+            1
+        )  # (B, k·g·g); S: the image's summed-area table, if known
+        h_g = F.relu(self.fc_rho(rho))  # (B, 128)
+        h_l = F.relu(self.fc_loc(l))  # (B, 128)
+        return F.relu(self.fc_what(h_g) + self.fc_where(h_l))  # (B, 256)
 
 # %% ../nbs/03_ram.ipynb #6cfa45d4
 def gaussian_log_prob(u: torch.Tensor, mu: torch.Tensor, std: float) -> torch.Tensor:
     "log N(u; μ, σ² I) summed over the last dimension. (..., D) → (...)"
     D = u.shape[-1]
-    return -((u - mu) ** 2).sum(-1) / (2 * std ** 2) - D * math.log(std * math.sqrt(2 * math.pi))
+    return -((u - mu) ** 2).sum(-1) / (2 * std**2) - D * math.log(
+        std * math.sqrt(2 * math.pi)
+    )
 
 # %% ../nbs/03_ram.ipynb #8bd93850
 class RAMOutput(NamedTuple):
-    logits: torch.Tensor     # (B, C)       class scores from h_N
-    log_pi: torch.Tensor     # (B, N-1)     log π(u_t | s_1:t) of the sampled locations
-    baseline: torch.Tensor   # (B, N-1)     b_t
-    mu: torch.Tensor         # (B, N-1, 2)  policy means μ_t
-    l: torch.Tensor          # (B, N, 2)    locations l_0 … l_{N-1} that were looked at (no gradient)
+    logits: torch.Tensor  # (B, C)       class scores from h_N
+    log_pi: torch.Tensor  # (B, N-1)     log π(u_t | s_1:t) of the sampled locations
+    baseline: torch.Tensor  # (B, N-1)     b_t
+    mu: torch.Tensor  # (B, N-1, 2)  policy means μ_t
+    l: (
+        torch.Tensor
+    )  # (B, N, 2)    locations l_0 … l_{N-1} that were looked at (no gradient)
+
 
 class RAM(nn.Module):
     "Recurrent attention model: glimpse network, ReLU RNN core, Gaussian location policy, softmax action network, baseline."
-    def __init__(self, g: int = 8, k: int = 1, glimpses: int = 6, n_classes: int = 10, std: float = 0.15,
-                 hidden: int = 256, glimpse_hidden: int = 128, loc_hidden: int = 128, glimpse_dim: int = 256,
-                 detach_policy: bool = True, sensor: Callable = retina, init_loc: str = "centre"):
-        super().__init__()
-        if init_loc not in ("centre", "random"): raise ValueError(f"init_loc must be 'centre' or 'random', got {init_loc!r}")
-        self.glimpses, self.std, self.hidden, self.detach_policy, self.init_loc = glimpses, std, hidden, detach_policy, init_loc
-        self.glimpse = GlimpseNetwork(g, k, glimpse_hidden, loc_hidden, glimpse_dim, sensor)     # f_g
-        self.core_h, self.core_g = nn.Linear(hidden, hidden), nn.Linear(glimpse_dim, hidden)    # f_h
-        self.locator = nn.Linear(hidden, 2)                                                     # f_l
-        self.classifier = nn.Linear(hidden, n_classes)                                          # f_a
-        self.baseline = nn.Linear(hidden, 1)                                                    # b_t
 
-    def forward(self, x: torch.Tensor, sample: bool = True, l0: torch.Tensor | None = None) -> RAMOutput:
+    def __init__(
+        self,
+        g: int = 8,
+        k: int = 1,
+        glimpses: int = 6,
+        n_classes: int = 10,
+        std: float = 0.15,
+        hidden: int = 256,
+        glimpse_hidden: int = 128,
+        loc_hidden: int = 128,
+        glimpse_dim: int = 256,
+        detach_policy: bool = True,
+        sensor: Callable = retina,
+        init_loc: str = "centre",
+    ):
+        super().__init__()
+        if init_loc not in ("centre", "random"):
+            raise ValueError(f"init_loc must be 'centre' or 'random', got {init_loc!r}")
+        self.glimpses, self.std, self.hidden, self.detach_policy, self.init_loc = (
+            glimpses,
+            std,
+            hidden,
+            detach_policy,
+            init_loc,
+        )
+        self.glimpse = GlimpseNetwork(
+            g, k, glimpse_hidden, loc_hidden, glimpse_dim, sensor
+        )  # f_g
+        self.core_h, self.core_g = (
+            nn.Linear(hidden, hidden),
+            nn.Linear(glimpse_dim, hidden),
+        )  # f_h
+        self.locator = nn.Linear(hidden, 2)  # f_l
+        self.classifier = nn.Linear(hidden, n_classes)  # f_a
+        self.baseline = nn.Linear(hidden, 1)  # b_t
+
+    def forward(
+        self, x: torch.Tensor, sample: bool = True, l0: torch.Tensor | None = None
+    ) -> RAMOutput:
         B = x.shape[0]
-        l = x.new_zeros(B, 2) if l0 is None else l0             # l_0: the centre, or the (B, 2) locations given
-        if l0 is None and sample and self.init_loc == "random": l = torch.rand_like(l) * 2 - 1   # or uniform (sampled episodes)
-        h = x.new_zeros(B, self.hidden)                         # h_0
-        S = integral_image(x)                                   # (B, H+1, W+1), once per episode
+        l = (
+            x.new_zeros(B, 2) if l0 is None else l0
+        )  # l_0: the centre, or the (B, 2) locations given
+        if l0 is None and sample and self.init_loc == "random":
+            l = torch.rand_like(l) * 2 - 1  # or uniform (sampled episodes)
+        h = x.new_zeros(B, self.hidden)  # h_0
+        S = integral_image(x)  # (B, H+1, W+1), once per episode
         log_pi, base, mus, ls = [], [], [], [l]
         for t in range(1, self.glimpses + 1):
-            g_t = self.glimpse(x, l, S)                         # (B, 256) glimpse at l_{t-1}
-            h = F.relu(self.core_h(h) + self.core_g(g_t))       # (B, 256) h_t
-            if t == self.glimpses: break                        # h_N: time to classify, no more locations
-            mu = torch.tanh(self.locator(h.detach() if self.detach_policy else h))   # (B, 2) μ_t
+            g_t = self.glimpse(x, l, S)  # (B, 256) glimpse at l_{t-1}
+            h = F.relu(self.core_h(h) + self.core_g(g_t))  # (B, 256) h_t
+            if t == self.glimpses:
+                break  # h_N: time to classify, no more locations
+            mu = torch.tanh(
+                self.locator(h.detach() if self.detach_policy else h)
+            )  # (B, 2) μ_t
             u = (mu + self.std * torch.randn_like(mu)) if sample else mu
-            u = u.detach()                                      # an action: no gradient through the sample
-            log_pi.append(gaussian_log_prob(u, mu, self.std))   # (B,)
-            base.append(self.baseline(h.detach())[:, 0])        # (B,) b_t; detached, see the loss
+            u = u.detach()  # an action: no gradient through the sample
+            log_pi.append(gaussian_log_prob(u, mu, self.std))  # (B,)
+            base.append(
+                self.baseline(h.detach())[:, 0]
+            )  # (B,) b_t; detached, see the loss
             mus.append(mu)
-            l = u.clamp(-1, 1)                                  # the environment clips to the image
+            l = u.clamp(-1, 1)  # the environment clips to the image
             ls.append(l)
-        stack = lambda xs, *shape: torch.stack(xs, 1) if xs else x.new_zeros(B, 0, *shape)
-        return RAMOutput(self.classifier(h), stack(log_pi), stack(base), stack(mus, 2), torch.stack(ls, 1))
+        stack = lambda xs, *shape: (
+            torch.stack(xs, 1) if xs else x.new_zeros(B, 0, *shape)
+        )
+        return RAMOutput(
+            self.classifier(h),
+            stack(log_pi),
+            stack(base),
+            stack(mus, 2),
+            torch.stack(ls, 1),
+        )
 
 # %% ../nbs/03_ram.ipynb #4887101a
-def ram_loss(out: RAMOutput, y: torch.Tensor, reward: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+def ram_loss(
+    out: RAMOutput, y: torch.Tensor, reward: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
     "The hybrid loss: cross-entropy for the action, REINFORCE with baseline for the locations, squared error for the baseline."
-    R = (out.logits.argmax(-1) == y).float() if reward is None else reward.detach().float()  # (B,) the paper's reward: 1 if the final class is right
+    R = (
+        (out.logits.argmax(-1) == y).float()
+        if reward is None
+        else reward.detach().float()
+    )  # (B,) the paper's reward: 1 if the final class is right
     action = F.cross_entropy(out.logits, y)
-    advantage = (R[:, None] - out.baseline).detach()            # (B, N-1) R - b_t, a constant for the policy gradient
-    reinforce = -(out.log_pi * advantage).sum(1).mean()         # -(1/M) Σ_i Σ_t log π(u_t^i) (R^i - b_t^i)
-    baseline = F.mse_loss(out.baseline, R[:, None].expand_as(out.baseline)) if out.baseline.numel() else R.new_zeros(())
-    return {"loss": action + reinforce + baseline, "action": action, "reinforce": reinforce, "baseline": baseline,
-            "reward": R.mean()}
+    advantage = (
+        R[:, None] - out.baseline
+    ).detach()  # (B, N-1) R - b_t, a constant for the policy gradient
+    reinforce = (
+        -(out.log_pi * advantage).sum(1).mean()
+    )  # -(1/M) Σ_i Σ_t log π(u_t^i) (R^i - b_t^i)
+    baseline = (
+        F.mse_loss(out.baseline, R[:, None].expand_as(out.baseline))
+        if out.baseline.numel()
+        else R.new_zeros(())
+    )
+    return {
+        "loss": action + reinforce + baseline,
+        "action": action,
+        "reinforce": reinforce,
+        "baseline": baseline,
+        "reward": R.mean(),
+    }
 
 # %% ../nbs/03_ram.ipynb #523c8760
-def reinforce_samples(mu: float, std: float, reward: Callable, M: int, b: float = 0.0, seed: int = 0) -> torch.Tensor:
+def reinforce_samples(
+    mu: float, std: float, reward: Callable, M: int, b: float = 0.0, seed: int = 0
+) -> torch.Tensor:
     "M single-sample REINFORCE estimates ∂_μ log π(u_i) (R(u_i) - b) of ∂_μ E[R] for a 1-D Gaussian policy N(μ, σ²)."
     gen = torch.Generator().manual_seed(seed)
     mu_t = torch.full((M, 1), float(mu), dtype=torch.float64, requires_grad=True)
     u = (mu_t + std * torch.randn(M, 1, generator=gen, dtype=torch.float64)).detach()
-    logp = gaussian_log_prob(u, mu_t, std)                         # (M,)
-    (score,) = torch.autograd.grad(logp.sum(), mu_t)               # (M, 1) ∂_μ log π(u_i)
+    logp = gaussian_log_prob(u, mu_t, std)  # (M,)
+    (score,) = torch.autograd.grad(logp.sum(), mu_t)  # (M, 1) ∂_μ log π(u_i)
     return score[:, 0] * (reward(u[:, 0]) - b)

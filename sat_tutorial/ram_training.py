@@ -13,7 +13,15 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .core import Range, get_device, load_checkpoint, rng_state, save_checkpoint, seed_everything, set_rng_state
+from sat_tutorial.core import (
+    Range,
+    get_device,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
 from .ram import TASKS, TEST_SEED, RAM, GlimpseMNIST, ram_loss, retina
 
 # %% auto #0
@@ -21,267 +29,628 @@ __all__ = ['PAPER_RETINA', 'VAL_SEED', 'RAM_FORMAT', 'RAMConfig', 'evaluate_ram'
            'annealed_lr', 'add_cli']
 
 # %% ../nbs/03b_ram_training.ipynb #2f619851
-PAPER_RETINA = {"mnist": dict(glimpses=6, patch=8, scales=1), "translated": dict(glimpses=8, patch=12, scales=3),
-                "cluttered60": dict(glimpses=8, patch=12, scales=3), "cluttered100": dict(glimpses=8, patch=12, scales=4)}
+PAPER_RETINA = {
+    "mnist": dict(glimpses=6, patch=8, scales=1),
+    "translated": dict(glimpses=8, patch=12, scales=3),
+    "cluttered60": dict(glimpses=8, patch=12, scales=3),
+    "cluttered100": dict(glimpses=8, patch=12, scales=4),
+}
+
 
 @dataclass
 class RAMConfig:
     "Everything a RAM run depends on; None for glimpses/patch/scales takes the paper's setting for the task."
+
     task: str = "mnist"
     glimpses: int | None = None
-    patch: int | None = None       # g
-    scales: int | None = None      # k
-    std: float = 0.15              # σ of the location policy, in [-1, 1] units
+    patch: int | None = None  # g
+    scales: int | None = None  # k
+    std: float = 0.15  # σ of the location policy, in [-1, 1] units
     hidden: int = 256
     glimpse_hidden: int = 128
     loc_hidden: int = 128
     glimpse_dim: int = 256
     detach_policy: bool = True
-    init_loc: str = "random"       # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start at the centre
+    init_loc: str = "random"  # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start at the centre
     batch_size: int = 64
     lr: float = 1e-3
-    anneal: bool = False           # decay the learning rate linearly to 0 at the last step (the paper annealed linearly)
+    anneal: bool = False  # decay the learning rate linearly to 0 at the last step (the paper annealed linearly)
     epochs: int = 1
-    steps: int | None = None       # stop after this many steps in total (overrides epochs)
+    steps: int | None = None  # stop after this many steps in total (overrides epochs)
     seed: int = 0
-    limit: int | None = None       # use only the first `limit` training and test images
-    val: int = 0                   # hold out the last `val` training images to validate on (0: validate on the test set)
-    patience: int | None = None    # with `val`: stop after this many epochs without a better validation error
+    limit: int | None = None  # use only the first `limit` training and test images
+    val: int = 0  # hold out the last `val` training images to validate on (0: validate on the test set)
+    patience: int | None = (
+        None  # with `val`: stop after this many epochs without a better validation error
+    )
 
     def __post_init__(self):
-        if self.task not in TASKS: raise ValueError(f"task must be one of {list(TASKS)}, got {self.task!r}")
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {list(TASKS)}, got {self.task!r}")
         for k, v in PAPER_RETINA[self.task].items():
-            if getattr(self, k) is None: setattr(self, k, v)
+            if getattr(self, k) is None:
+                setattr(self, k, v)
 
     def model(self, sensor: Callable = retina) -> RAM:
-        return RAM(self.patch, self.scales, self.glimpses, 10, self.std, self.hidden, self.glimpse_hidden, self.loc_hidden,
-                   self.glimpse_dim, self.detach_policy, sensor, self.init_loc)
+        return RAM(
+            self.patch,
+            self.scales,
+            self.glimpses,
+            10,
+            self.std,
+            self.hidden,
+            self.glimpse_hidden,
+            self.loc_hidden,
+            self.glimpse_dim,
+            self.detach_policy,
+            sensor,
+            self.init_loc,
+        )
 
 # %% ../nbs/03b_ram_training.ipynb #85db5c0d
 @torch.no_grad()
-def evaluate_ram(model: RAM, data: GlimpseMNIST, batch_size: int = 1000, mc_samples: int = 0, device=None,
-                 start: str = "centre", seed: int = 0) -> dict:
+def evaluate_ram(
+    model: RAM,
+    data: GlimpseMNIST,
+    batch_size: int = 1000,
+    mc_samples: int = 0,
+    device=None,
+    start: str = "centre",
+    seed: int = 0,
+) -> dict:
     """Error on `data`. mc_samples=0: one episode per image that follows the policy means, from l_0 at the centre
     (`start="centre"`, deterministic) or uniform over the image (`start="random"`, drawn with `seed`: the training
     distribution of l_0); K>0 averages the class probabilities of K sampled episodes (not in the paper)."""
-    if start not in ("centre", "random"): raise ValueError(f"start must be 'centre' or 'random', got {start!r}")
+    if start not in ("centre", "random"):
+        raise ValueError(f"start must be 'centre' or 'random', got {start!r}")
     device = device or next(model.parameters()).device
-    was_training = model.training; model.eval()
+    was_training = model.training
+    model.eval()
     wrong, gen = 0, torch.Generator().manual_seed(seed)
     for i in range(0, len(data), batch_size):
         x, y = data.batch(np.arange(i, min(i + batch_size, len(data))))
         x, y = x.to(device), y.to(device)
-        l0 = (torch.rand(len(x), 2, generator=gen) * 2 - 1).to(device) if start == "random" else None   # (B, 2)
-        if mc_samples <= 0: p = model(x, sample=False, l0=l0).logits
-        else: p = torch.stack([model(x).logits.softmax(-1) for _ in range(mc_samples)]).mean(0)
+        l0 = (
+            (torch.rand(len(x), 2, generator=gen) * 2 - 1).to(device)
+            if start == "random"
+            else None
+        )  # (B, 2)
+        if mc_samples <= 0:
+            p = model(x, sample=False, l0=l0).logits
+        else:
+            p = torch.stack(
+                [model(x).logits.softmax(-1) for _ in range(mc_samples)]
+            ).mean(0)
         wrong += (p.argmax(-1) != y).sum().item()
     model.train(was_training)
-    return {"error": wrong / len(data), "accuracy": 1 - wrong / len(data), "n": len(data), "mc_samples": mc_samples,
-            "start": start if mc_samples <= 0 else "sampled", **({"seed": seed} if start == "random" and mc_samples <= 0 else {})}
+    return {
+        "error": wrong / len(data),
+        "accuracy": 1 - wrong / len(data),
+        "n": len(data),
+        "mc_samples": mc_samples,
+        "start": start if mc_samples <= 0 else "sampled",
+        **({"seed": seed} if start == "random" and mc_samples <= 0 else {}),
+    }
+
 
 VAL_SEED = 2015  # the validation layout, fixed like the test layout
 
+
 def split_validation(data: GlimpseMNIST, n: int) -> tuple[GlimpseMNIST, GlimpseMNIST]:
     "Hold out the last `n` items of a training set: (the first len-n for training, the last n for validation, with a fixed layout)."
-    if not 0 < n < len(data): raise ValueError(f"a validation split of {n} images needs a training set larger than that (it has {len(data)})")
-    x, y, m = data.images[:len(data)], data.labels[:len(data)], len(data) - n
-    return (GlimpseMNIST(data.task, data.split, seed=data.seed, images=x[:m], labels=y[:m]),
-            GlimpseMNIST(data.task, data.split, seed=VAL_SEED, images=x[m:], labels=y[m:]))
+    if not 0 < n < len(data):
+        raise ValueError(
+            f"a validation split of {n} images needs a training set larger than that (it has {len(data)})"
+        )
+    x, y, m = data.images[: len(data)], data.labels[: len(data)], len(data) - n
+    return (
+        GlimpseMNIST(data.task, data.split, seed=data.seed, images=x[:m], labels=y[:m]),
+        GlimpseMNIST(data.task, data.split, seed=VAL_SEED, images=x[m:], labels=y[m:]),
+    )
 
 # %% ../nbs/03b_ram_training.ipynb #b5e0c3f1
-RAM_FORMAT = "sat_tutorial.ram/1"   # written into every RAM checkpoint, so a loader can tell it from others
+RAM_FORMAT = "sat_tutorial.ram/1"  # written into every RAM checkpoint, so a loader can tell it from others
+
 
 def load_ram(path: str | Path, device="cpu") -> tuple[RAM, RAMConfig, dict]:
     "The model, its configuration and the raw checkpoint of a `ram.pt`/`best.pt`; any other checkpoint is a one-line ValueError."
     ck = load_checkpoint(path, map_location=device)
     fmt = ck.get("format") if isinstance(ck, dict) else None
     cfg = ck.get("config") if isinstance(ck, dict) else None
-    if fmt not in (None, RAM_FORMAT) or not isinstance(cfg, dict) or cfg.get("task") not in TASKS or "model" not in ck:
-        what = f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
-        raise ValueError(f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt written by `sat-tutorial ram train`")
+    if (
+        fmt not in (None, RAM_FORMAT)
+        or not isinstance(cfg, dict)
+        or cfg.get("task") not in TASKS
+        or "model" not in ck
+    ):
+        what = (
+            f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
+        )
+        raise ValueError(
+            f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt written by `sat-tutorial ram train`"
+        )
     cfg = RAMConfig(**{f.name: cfg[f.name] for f in fields(RAMConfig) if f.name in cfg})
     model = cfg.model().to(device)
-    try: model.load_state_dict(ck["model"])
+    try:
+        model.load_state_dict(ck["model"])
     except RuntimeError as e:
-        raise ValueError(f"{path}: the weights do not fit the RAM its configuration describes ({str(e).splitlines()[0]})") from None
+        raise ValueError(
+            f"{path}: the weights do not fit the RAM its configuration describes ({str(e).splitlines()[0]})"
+        ) from None
     return model, cfg, ck
 
-def _resume(ckpt: Path, cfg: RAMConfig, model: RAM, opt, device) -> tuple[dict, dict | None]:
+
+def _resume(
+    ckpt: Path, cfg: RAMConfig, model: RAM, opt, device
+) -> tuple[dict, dict | None]:
     "Load a run's last checkpoint into `model` and `opt`; return its state and its best-on-validation weights."
     ck = load_checkpoint(ckpt, map_location=device)
-    same = lambda c: {k: v for k, v in c.items() if k not in ("epochs", "steps", "patience")}   # what may change on resume
+    same = lambda c: {
+        k: v for k, v in c.items() if k not in ("epochs", "steps", "patience")
+    }  # what may change on resume
     if same(ck["config"]) != same(asdict(cfg)):
-        raise ValueError(f"{ckpt} was trained with a different configuration: {same(ck['config'])} vs {same(asdict(cfg))}")
-    model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optimizer"])
+        raise ValueError(
+            f"{ckpt} was trained with a different configuration: {same(ck['config'])} vs {same(asdict(cfg))}"
+        )
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optimizer"])
     set_rng_state(ck["rng"])
-    best = load_checkpoint(ckpt.parent / "best.pt", map_location=device)["model"] if ck.get("best") else None
-    return {k: ck.get(k) for k in ("step", "history", "evals", "train_seconds", "best")}, best
+    best = (
+        load_checkpoint(ckpt.parent / "best.pt", map_location=device)["model"]
+        if ck.get("best")
+        else None
+    )
+    return {
+        k: ck.get(k) for k in ("step", "history", "evals", "train_seconds", "best")
+    }, best
+
 
 def _keep_best(state: dict, ev: dict, model: RAM, cfg: RAMConfig, out) -> dict | None:
     "If `ev` has the lowest validation error so far: record it, write `out/best.pt`, return a copy of the weights; else None."
-    if state["best"] is not None and ev["error"] >= state["best"]["error"]: return None
+    if state["best"] is not None and ev["error"] >= state["best"]["error"]:
+        return None
     state["best"] = {k: ev[k] for k in ("step", "epoch", "error")}
     weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if out is not None: save_checkpoint({"format": RAM_FORMAT, "model": weights, "config": asdict(cfg), "step": ev["step"]}, Path(out) / "best.pt")
+    if out is not None:
+        save_checkpoint(
+            {
+                "format": RAM_FORMAT,
+                "model": weights,
+                "config": asdict(cfg),
+                "step": ev["step"],
+            },
+            Path(out) / "best.pt",
+        )
     return weights
 
 # %% ../nbs/03b_ram_training.ipynb #cdfb3172
-def train_ram(cfg: RAMConfig, out: str | Path | None = None, resume: bool = False, device="auto", progress: bool = False,
-              log_every: int = 50, sensor: Callable = retina, train_data: GlimpseMNIST | None = None,
-              test_data: GlimpseMNIST | None = None, download: bool = False, time_limit: float | None = None,
-              overwrite: bool = False) -> tuple[RAM, dict]:
+def train_ram(
+    cfg: RAMConfig,
+    out: str | Path | None = None,
+    resume: bool = False,
+    device="auto",
+    progress: bool = False,
+    log_every: int = 50,
+    sensor: Callable = retina,
+    train_data: GlimpseMNIST | None = None,
+    test_data: GlimpseMNIST | None = None,
+    download: bool = False,
+    time_limit: float | None = None,
+    overwrite: bool = False,
+) -> tuple[RAM, dict]:
     """Train RAM with the hybrid loss. After each epoch: error on the validation split (`cfg.val` held-out training images; else the test set),
     `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with `cfg.val` the model returned has the best weights."""
     from tqdm.auto import tqdm
+
     device = get_device(device)
     ckpt = Path(out) / "ram.pt" if out is not None else None
     if ckpt is not None and ckpt.exists() and not (resume or overwrite):
-        raise ValueError(f"{ckpt} already holds a run: pass --resume to continue it or --overwrite to replace it")
-    if resume and ckpt is not None and not ckpt.exists(): print(f"note: {ckpt} does not exist yet: starting a new run", file=sys.stderr)
+        raise ValueError(
+            f"{ckpt} already holds a run: pass --resume to continue it or --overwrite to replace it"
+        )
+    if resume and ckpt is not None and not ckpt.exists():
+        print(f"note: {ckpt} does not exist yet: starting a new run", file=sys.stderr)
     seed_everything(cfg.seed)
-    train = train_data or GlimpseMNIST(cfg.task, "train", seed=cfg.seed, limit=cfg.limit, download=download)
-    test = test_data or GlimpseMNIST(cfg.task, "test", seed=TEST_SEED, limit=cfg.limit, download=download)
+    train = train_data or GlimpseMNIST(
+        cfg.task, "train", seed=cfg.seed, limit=cfg.limit, download=download
+    )
+    test = test_data or GlimpseMNIST(
+        cfg.task, "test", seed=TEST_SEED, limit=cfg.limit, download=download
+    )
     val = None
     if cfg.val:
         train, val = split_validation(train, cfg.val)
-        probe = GlimpseMNIST(cfg.task, "train", seed=VAL_SEED, images=train.images[:len(val)], labels=train.labels[:len(val)])
+        probe = GlimpseMNIST(
+            cfg.task,
+            "train",
+            seed=VAL_SEED,
+            images=train.images[: len(val)],
+            labels=train.labels[: len(val)],
+        )
     bs = min(cfg.batch_size, len(train))
     per_epoch = len(train) // bs
     total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
     model = cfg.model(sensor).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state, best_weights = {"step": 0, "history": [], "evals": [], "train_seconds": 0.0, "best": None}, None
-    if resume and ckpt is not None and ckpt.exists(): state, best_weights = _resume(ckpt, cfg, model, opt, device)
+    state, best_weights = (
+        {"step": 0, "history": [], "evals": [], "train_seconds": 0.0, "best": None},
+        None,
+    )
+    if resume and ckpt is not None and ckpt.exists():
+        state, best_weights = _resume(ckpt, cfg, model, opt, device)
 
     def save(checkpoint=True, **final):
-        if out is None: return
-        if checkpoint: save_checkpoint({"format": RAM_FORMAT, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                                        "config": asdict(cfg), "rng": rng_state(), **state}, ckpt)
-        Path(out, "metrics.json").write_text(json.dumps({"config": asdict(cfg), "device": str(device), **state,
-            "images_per_second": state["step"] * bs / max(state["train_seconds"], 1e-9),
-            "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}, indent=1))
+        if out is None:
+            return
+        if checkpoint:
+            save_checkpoint(
+                {
+                    "format": RAM_FORMAT,
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "config": asdict(cfg),
+                    "rng": rng_state(),
+                    **state,
+                },
+                ckpt,
+            )
+        Path(out, "metrics.json").write_text(
+            json.dumps(
+                {
+                    "config": asdict(cfg),
+                    "device": str(device),
+                    **state,
+                    "images_per_second": state["step"]
+                    * bs
+                    / max(state["train_seconds"], 1e-9),
+                    "test_error": state["evals"][-1]["error"]
+                    if state["evals"] and val is None
+                    else None,
+                    **final,
+                },
+                indent=1,
+            )
+        )
 
-    model.train(); run, epoch = {}, -1
-    bar = tqdm(total=total, initial=state["step"], disable=not progress, desc=f"ram {cfg.task}")
+    model.train()
+    run, epoch = {}, -1
+    bar = tqdm(
+        total=total, initial=state["step"], disable=not progress, desc=f"ram {cfg.task}"
+    )
     t0 = t_start = time.perf_counter()
     while state["step"] < total:
         step = state["step"]
-        if step // per_epoch != epoch:                             # data order and layout: functions of (seed, epoch) only
+        if (
+            step // per_epoch != epoch
+        ):  # data order and layout: functions of (seed, epoch) only
             epoch = step // per_epoch
             train.resample(cfg.seed * 100003 + epoch)
             perm = np.random.default_rng((cfg.seed, epoch)).permutation(len(train))
-        x, y = train.batch(perm[(step % per_epoch) * bs:(step % per_epoch + 1) * bs])
+        x, y = train.batch(perm[(step % per_epoch) * bs : (step % per_epoch + 1) * bs])
         if cfg.anneal:
-            for group in opt.param_groups: group["lr"] = annealed_lr(cfg.lr, step, total, time.perf_counter() - t_start, time_limit)
+            for group in opt.param_groups:
+                group["lr"] = annealed_lr(
+                    cfg.lr, step, total, time.perf_counter() - t_start, time_limit
+                )
         L = ram_loss(model(x.to(device)), y.to(device))
-        opt.zero_grad(set_to_none=True); L["loss"].backward(); opt.step()
-        for k in ("loss", "action", "reinforce", "baseline", "reward"): run[k] = run.get(k, 0.0) + L[k].item()
-        state["step"] += 1; bar.update(1)
+        opt.zero_grad(set_to_none=True)
+        L["loss"].backward()
+        opt.step()
+        for k in ("loss", "action", "reinforce", "baseline", "reward"):
+            run[k] = run.get(k, 0.0) + L[k].item()
+        state["step"] += 1
+        bar.update(1)
         if state["step"] % log_every == 0 or state["step"] == total:
             n = state["step"] % log_every or log_every
-            state["history"].append({"step": state["step"], **{k: v / n for k, v in run.items()}})
-            bar.set_postfix(loss=f"{state['history'][-1]['loss']:.3f}", reward=f"{state['history'][-1]['reward']:.3f}")
+            state["history"].append(
+                {"step": state["step"], **{k: v / n for k, v in run.items()}}
+            )
+            bar.set_postfix(
+                loss=f"{state['history'][-1]['loss']:.3f}",
+                reward=f"{state['history'][-1]['reward']:.3f}",
+            )
             run = {}
-        out_of_time, stop = time_limit is not None and time.perf_counter() - t_start > time_limit, False
+        out_of_time, stop = (
+            time_limit is not None and time.perf_counter() - t_start > time_limit,
+            False,
+        )
         if state["step"] % per_epoch == 0 or state["step"] == total or out_of_time:
             state["train_seconds"] += time.perf_counter() - t0
-            ev = {"step": state["step"], "epoch": state["step"] / per_epoch, "on": "validation" if val is not None else "test",
-                  "error": evaluate_ram(model, val if val is not None else test, device=device)["error"]}
+            ev = {
+                "step": state["step"],
+                "epoch": state["step"] / per_epoch,
+                "on": "validation" if val is not None else "test",
+                "error": evaluate_ram(
+                    model, val if val is not None else test, device=device
+                )["error"],
+            }
             if val is not None:
-                ev["train_error"] = evaluate_ram(model, probe, device=device)["error"]   # as many training images as validation ones
+                ev["train_error"] = evaluate_ram(model, probe, device=device)[
+                    "error"
+                ]  # as many training images as validation ones
                 best_weights = _keep_best(state, ev, model, cfg, out) or best_weights
-                stop = cfg.patience is not None and ev["epoch"] - state["best"]["epoch"] >= cfg.patience   # early stopping
+                stop = (
+                    cfg.patience is not None
+                    and ev["epoch"] - state["best"]["epoch"] >= cfg.patience
+                )  # early stopping
             state["evals"].append(ev)
-            if progress: bar.write(f"step {state['step']}: {ev['on']} error {100 * ev['error']:.2f}%")
+            if progress:
+                bar.write(
+                    f"step {state['step']}: {ev['on']} error {100 * ev['error']:.2f}%"
+                )
             save()
             t0 = time.perf_counter()
-        if out_of_time or stop: break
-    bar.close(); final = {}
-    if val is not None and best_weights is not None:          # the test set is looked at once, at the end
+        if out_of_time or stop:
+            break
+    bar.close()
+    final = {}
+    if (
+        val is not None and best_weights is not None
+    ):  # the test set is looked at once, at the end
         last = evaluate_ram(model, test, device=device)["error"]
         model.load_state_dict(best_weights)
-        final = {"test_error": evaluate_ram(model, test, device=device)["error"], "test_error_last": last, "val_error": state["best"]["error"]}
+        final = {
+            "test_error": evaluate_ram(model, test, device=device)["error"],
+            "test_error_last": last,
+            "val_error": state["best"]["error"],
+        }
     save(checkpoint=False, **final)
-    return model, {"config": asdict(cfg), "device": str(device), **state,
-                   "test_error": state["evals"][-1]["error"] if state["evals"] and val is None else None, **final}
+    return model, {
+        "config": asdict(cfg),
+        "device": str(device),
+        **state,
+        "test_error": state["evals"][-1]["error"]
+        if state["evals"] and val is None
+        else None,
+        **final,
+    }
 
 # %% ../nbs/03b_ram_training.ipynb #34389e98
-def annealed_lr(lr: float, step: int, total: int, elapsed: float = 0.0, time_limit: float | None = None) -> float:
+def annealed_lr(
+    lr: float,
+    step: int,
+    total: int,
+    elapsed: float = 0.0,
+    time_limit: float | None = None,
+) -> float:
     "The learning rate at `step` of `total`, decayed linearly to 0 at the last step or at `time_limit` seconds, whichever comes first."
     done = max(step / total, elapsed / time_limit if time_limit else 0.0)
     return lr * max(1 - done, 0.0)
 
 # %% ../nbs/03b_ram_training.ipynb #1dfed4d2
 def _cmd_train(args) -> int:
-    val = args.val if args.val is not None else (5000 if args.limit is None else args.limit // 10)
-    cfg = RAMConfig(task=args.task, glimpses=args.glimpses, patch=args.patch, scales=args.scales, std=args.std,
-                    batch_size=args.batch_size, lr=args.lr, anneal=args.anneal, epochs=args.epochs, steps=args.steps,
-                    seed=args.seed, limit=args.limit, detach_policy=not args.policy_grad_to_core, init_loc=args.init_loc,
-                    val=val, patience=args.patience)
-    if args.threads: torch.set_num_threads(args.threads)
-    _, m = train_ram(cfg, out=args.out, resume=args.resume, overwrite=args.overwrite, device=args.device,
-                     progress=not args.quiet, download=args.download, time_limit=args.time_limit)
-    print(json.dumps({"task": cfg.task, "steps": m["step"], "test_error": m["test_error"],
-                      "val_error": m.get("val_error"), "out": str(args.out)}))
+    val = (
+        args.val
+        if args.val is not None
+        else (5000 if args.limit is None else args.limit // 10)
+    )
+    cfg = RAMConfig(
+        task=args.task,
+        glimpses=args.glimpses,
+        patch=args.patch,
+        scales=args.scales,
+        std=args.std,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        anneal=args.anneal,
+        epochs=args.epochs,
+        steps=args.steps,
+        seed=args.seed,
+        limit=args.limit,
+        detach_policy=not args.policy_grad_to_core,
+        init_loc=args.init_loc,
+        val=val,
+        patience=args.patience,
+    )
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    _, m = train_ram(
+        cfg,
+        out=args.out,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        device=args.device,
+        progress=not args.quiet,
+        download=args.download,
+        time_limit=args.time_limit,
+    )
+    print(
+        json.dumps(
+            {
+                "task": cfg.task,
+                "steps": m["step"],
+                "test_error": m["test_error"],
+                "val_error": m.get("val_error"),
+                "out": str(args.out),
+            }
+        )
+    )
     return 0
+
 
 def _cmd_evaluate(args) -> int:
     device = get_device(args.device)
     model, cfg, ck = load_ram(args.checkpoint, device)
     limit = args.limit if args.limit is not None else cfg.limit
     data = GlimpseMNIST(cfg.task, "test", seed=TEST_SEED, limit=limit)
-    res = {"checkpoint": str(args.checkpoint), "task": cfg.task, "step": ck.get("step"),
-           **evaluate_ram(model, data, mc_samples=args.mc_samples, device=device, start=args.start, seed=args.seed)}
+    res = {
+        "checkpoint": str(args.checkpoint),
+        "task": cfg.task,
+        "step": ck.get("step"),
+        **evaluate_ram(
+            model,
+            data,
+            mc_samples=args.mc_samples,
+            device=device,
+            start=args.start,
+            seed=args.seed,
+        ),
+    }
     print(json.dumps(res))
-    if args.json: Path(args.json).parent.mkdir(parents=True, exist_ok=True); Path(args.json).write_text(json.dumps(res, indent=1))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(res, indent=1))
     return 0
 
 # %% ../nbs/03b_ram_training.ipynb #a3c1d2e4
 def add_cli(subparsers) -> argparse.ArgumentParser:
     "Register `ram train` and `ram evaluate` on an argparse subparsers object."
-    p = subparsers.add_parser("ram", help="recurrent attention model (Mnih et al. 2014) on MNIST tasks",
-                              description="Train and evaluate RAM on 28×28, translated or cluttered MNIST.")
-    sub = p.add_subparsers(dest="ram_command", metavar="{train,evaluate}", required=True)
-    t = sub.add_parser("train", help="train RAM with the hybrid loss",
-                       description="Train RAM; writes OUT/ram.pt (last), OUT/best.pt (best on validation) and OUT/metrics.json.")
+    p = subparsers.add_parser(
+        "ram",
+        help="recurrent attention model (Mnih et al. 2014) on MNIST tasks",
+        description="Train and evaluate RAM on 28×28, translated or cluttered MNIST.",
+    )
+    sub = p.add_subparsers(
+        dest="ram_command", metavar="{train,evaluate}", required=True
+    )
+    t = sub.add_parser(
+        "train",
+        help="train RAM with the hybrid loss",
+        description="Train RAM; writes OUT/ram.pt (last), OUT/best.pt (best on validation) and OUT/metrics.json.",
+    )
     pos, nonneg = Range(int, 1), Range(int, 0)
-    t.add_argument("--task", choices=list(TASKS), default="mnist", help="which MNIST task (default: %(default)s)")
-    t.add_argument("--glimpses", type=Range(int, 1, 64), help="number of glimpses N (default: the paper's, 6 for mnist, 8 otherwise)")
-    t.add_argument("--patch", type=Range(int, 1, 128), help="retina patch side g (default: 8 for mnist, 12 otherwise)")
-    t.add_argument("--scales", type=Range(int, 1, 6), help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)")
-    t.add_argument("--std", type=Range(float, 0, 2, lo_open=True), default=0.15, help="σ of the Gaussian location policy (default: %(default)s)")
+    t.add_argument(
+        "--task",
+        choices=list(TASKS),
+        default="mnist",
+        help="which MNIST task (default: %(default)s)",
+    )
+    t.add_argument(
+        "--glimpses",
+        type=Range(int, 1, 64),
+        help="number of glimpses N (default: the paper's, 6 for mnist, 8 otherwise)",
+    )
+    t.add_argument(
+        "--patch",
+        type=Range(int, 1, 128),
+        help="retina patch side g (default: 8 for mnist, 12 otherwise)",
+    )
+    t.add_argument(
+        "--scales",
+        type=Range(int, 1, 6),
+        help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)",
+    )
+    t.add_argument(
+        "--std",
+        type=Range(float, 0, 2, lo_open=True),
+        default=0.15,
+        help="σ of the Gaussian location policy (default: %(default)s)",
+    )
     # the defaults --init-loc random, --val 5000 (in _cmd_train) and --anneal go beyond the paper (see "Beyond the paper")
-    t.add_argument("--init-loc", choices=["centre", "random"], default="random",
-                   help="first glimpse of a training episode: uniform over the image, or the centre; tests start at the centre (default: %(default)s)")
-    t.add_argument("--epochs", type=pos, default=100, help="epochs (default: %(default)s)")
-    t.add_argument("--steps", type=pos, help="stop after this many steps in total (overrides --epochs)")
-    t.add_argument("--batch-size", type=Range(int, 1, 65536), default=64, help="minibatch size (default: %(default)s)")
-    t.add_argument("--lr", type=Range(float, 0, 10, lo_open=True), default=1e-3, help="Adam learning rate (default: %(default)s)")
-    t.add_argument("--anneal", action=argparse.BooleanOptionalAction, default=True,
-                   help="decay the learning rate linearly to 0 by the last step or the time limit, whichever comes first (default: on)")
-    t.add_argument("--val", type=nonneg, help="hold out the last N training images for validation and model choice; 0: none (default: 5000, a tenth of --limit)")
-    t.add_argument("--patience", type=pos, help="stop after this many epochs without a better validation error (default: never)")
-    t.add_argument("--time-limit", type=Range(float, 0, lo_open=True), help="stop (evaluate, checkpoint) after this many seconds; --resume continues")
-    t.add_argument("--seed", type=Range(int, 0, 2 ** 31 - 1), default=0)
-    t.add_argument("--limit", type=pos, help="use only the first N training and test images (quick runs)")
-    t.add_argument("--policy-grad-to-core", action="store_true", help="let the REINFORCE gradient reach the core and glimpse networks (the paper's full gradient)")
-    t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps (default: %(default)s)")
+    t.add_argument(
+        "--init-loc",
+        choices=["centre", "random"],
+        default="random",
+        help="first glimpse of a training episode: uniform over the image, or the centre; tests start at the centre (default: %(default)s)",
+    )
+    t.add_argument(
+        "--epochs", type=pos, default=100, help="epochs (default: %(default)s)"
+    )
+    t.add_argument(
+        "--steps",
+        type=pos,
+        help="stop after this many steps in total (overrides --epochs)",
+    )
+    t.add_argument(
+        "--batch-size",
+        type=Range(int, 1, 65536),
+        default=64,
+        help="minibatch size (default: %(default)s)",
+    )
+    t.add_argument(
+        "--lr",
+        type=Range(float, 0, 10, lo_open=True),
+        default=1e-3,
+        help="Adam learning rate (default: %(default)s)",
+    )
+    t.add_argument(
+        "--anneal",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="decay the learning rate linearly to 0 by the last step or the time limit, whichever comes first (default: on)",
+    )
+    t.add_argument(
+        "--val",
+        type=nonneg,
+        help="hold out the last N training images for validation and model choice; 0: none (default: 5000, a tenth of --limit)",
+    )
+    t.add_argument(
+        "--patience",
+        type=pos,
+        help="stop after this many epochs without a better validation error (default: never)",
+    )
+    t.add_argument(
+        "--time-limit",
+        type=Range(float, 0, lo_open=True),
+        help="stop (evaluate, checkpoint) after this many seconds; --resume continues",
+    )
+    t.add_argument("--seed", type=Range(int, 0, 2**31 - 1), default=0)
+    t.add_argument(
+        "--limit",
+        type=pos,
+        help="use only the first N training and test images (quick runs)",
+    )
+    t.add_argument(
+        "--policy-grad-to-core",
+        action="store_true",
+        help="let the REINFORCE gradient reach the core and glimpse networks (the paper's full gradient)",
+    )
+    t.add_argument(
+        "--device",
+        default="auto",
+        help="auto, cpu, cuda, cuda:1, mps (default: %(default)s)",
+    )
     t.add_argument("--threads", type=Range(int, 1, 1024), help="torch CPU threads")
-    t.add_argument("--out", type=Path, default=Path("runs/ram"), help="output folder (default: %(default)s)")
+    t.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs/ram"),
+        help="output folder (default: %(default)s)",
+    )
     g = t.add_mutually_exclusive_group()
     g.add_argument("--resume", action="store_true", help="continue from OUT/ram.pt")
-    g.add_argument("--overwrite", action="store_true", help="replace a run already in OUT (default: refuse)")
-    t.add_argument("--download", action="store_true", help="download MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing (needs a network)")
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a run already in OUT (default: refuse)",
+    )
+    t.add_argument(
+        "--download",
+        action="store_true",
+        help="download MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing (needs a network)",
+    )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_cmd_train)
-    e = sub.add_parser("evaluate", help="test error of a checkpoint", description="Test error of a RAM checkpoint on its task's test set.")
-    e.add_argument("--checkpoint", type=Path, required=True, help="a ram.pt or best.pt written by `ram train`")
+    e = sub.add_parser(
+        "evaluate",
+        help="test error of a checkpoint",
+        description="Test error of a RAM checkpoint on its task's test set.",
+    )
+    e.add_argument(
+        "--checkpoint",
+        type=Path,
+        required=True,
+        help="a ram.pt or best.pt written by `ram train`",
+    )
     e.add_argument("--json", type=Path, help="write the result here as JSON")
-    e.add_argument("--mc-samples", type=Range(int, 0, 1000), default=0,
-                   help="average class probabilities over K sampled glimpse sequences (not in the paper); 0: look at the policy means (default)")
-    e.add_argument("--start", choices=["centre", "random"], default="centre",
-                   help="first glimpse of the test episode: the centre (deterministic) or uniform over the image, drawn with --seed, as in training (default: %(default)s)")
-    e.add_argument("--seed", type=Range(int, 0, 2 ** 31 - 1), default=0, help="seed of the random first glimpses (default: %(default)s)")
+    e.add_argument(
+        "--mc-samples",
+        type=Range(int, 0, 1000),
+        default=0,
+        help="average class probabilities over K sampled glimpse sequences (not in the paper); 0: look at the policy means (default)",
+    )
+    e.add_argument(
+        "--start",
+        choices=["centre", "random"],
+        default="centre",
+        help="first glimpse of the test episode: the centre (deterministic) or uniform over the image, drawn with --seed, as in training (default: %(default)s)",
+    )
+    e.add_argument(
+        "--seed",
+        type=Range(int, 0, 2**31 - 1),
+        default=0,
+        help="seed of the random first glimpses (default: %(default)s)",
+    )
     e.add_argument("--limit", type=pos, help="use only the first N test images")
     e.add_argument("--device", default="auto")
     e.set_defaults(func=_cmd_evaluate)

@@ -22,19 +22,32 @@ __all__ = ['IMAGE_SIZE', 'SHAPES', 'COLOURS', 'SIZES', 'SYNONYMS', 'WORD_MEANING
 # %% ../nbs/02_scenes.ipynb #85405f42
 IMAGE_SIZE = 64
 SHAPES = ("circle", "square", "triangle", "diamond")
-COLOURS = {"red": (220, 40, 40), "green": (40, 190, 60), "blue": (50, 90, 230), "yellow": (235, 220, 40), "purple": (160, 60, 200)}
-SIZES = {"small": (5.0, 6.5), "large": (10.0, 12.5)}      # radius range in pixels
+COLOURS = {
+    "red": (220, 40, 40),
+    "green": (40, 190, 60),
+    "blue": (50, 90, 230),
+    "yellow": (235, 220, 40),
+    "purple": (160, 60, 200),
+}
+SIZES = {"small": (5.0, 6.5), "large": (10.0, 12.5)}  # radius range in pixels
 
-def shape_mask(shape: str, cx: float, cy: float, r: float, size: int = IMAGE_SIZE) -> np.ndarray:
+
+def shape_mask(
+    shape: str, cx: float, cy: float, r: float, size: int = IMAGE_SIZE
+) -> np.ndarray:
     "Boolean `(size, size)` mask of a shape centred at (cx, cy) with radius r."
-    y, x = np.mgrid[0:size, 0:size] + 0.5                  # pixel centres
+    y, x = np.mgrid[0:size, 0:size] + 0.5  # pixel centres
     dx, dy = x - cx, y - cy
-    if shape == "circle": return dx**2 + dy**2 <= r**2
-    if shape == "square": return (np.abs(dx) <= 0.85 * r) & (np.abs(dy) <= 0.85 * r)
-    if shape == "diamond": return np.abs(dx) + np.abs(dy) <= 1.1 * r
-    if shape == "triangle":                                 # apex up, base at cy + 0.8 r
+    if shape == "circle":
+        return dx**2 + dy**2 <= r**2
+    if shape == "square":
+        return (np.abs(dx) <= 0.85 * r) & (np.abs(dy) <= 0.85 * r)
+    if shape == "diamond":
+        return np.abs(dx) + np.abs(dy) <= 1.1 * r
+    if shape == "triangle":  # apex up, base at cy + 0.8 r
         return (dy <= 0.8 * r) & (dy >= -r) & (np.abs(dx) <= (dy + r) / 1.8 * 1.1)
     raise ValueError(f"unknown shape {shape!r}; expected one of {SHAPES}")
+
 
 def mask_box(m: np.ndarray) -> list[int]:
     "Tight box [x0, y0, x1, y1) of a boolean mask."
@@ -42,7 +55,9 @@ def mask_box(m: np.ndarray) -> list[int]:
     return [int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1]
 
 # %% ../nbs/02_scenes.ipynb #fde3d223
-def make_scene(rng: np.random.Generator, size: int = IMAGE_SIZE, max_objects: int = 3) -> tuple[np.ndarray, list[dict]]:
+def make_scene(
+    rng: np.random.Generator, size: int = IMAGE_SIZE, max_objects: int = 3
+) -> tuple[np.ndarray, list[dict]]:
     "One scene: an `(size, size, 3)` uint8 image and its objects (shape, colour, size, centre, box)."
     n = int(rng.integers(1, max_objects + 1))
     objects, masks = [], []
@@ -54,71 +69,157 @@ def make_scene(rng: np.random.Generator, size: int = IMAGE_SIZE, max_objects: in
             cx, cy = rng.uniform(r + 1, size - r - 1, size=2)
             m = shape_mask(str(shape), cx, cy, r, size)
             b = mask_box(m)
-            if all(b[0] >= o["box"][2] + 2 or o["box"][0] >= b[2] + 2 or b[1] >= o["box"][3] + 2 or o["box"][1] >= b[3] + 2 for o in objects):
+            if all(
+                b[0] >= o["box"][2] + 2
+                or o["box"][0] >= b[2] + 2
+                or b[1] >= o["box"][3] + 2
+                or o["box"][1] >= b[3] + 2
+                for o in objects
+            ):
                 break
-        else: continue                                       # no room left: fewer objects
-        objects.append({"shape": str(shape), "colour": str(colour), "size": sz, "cx": float(cx), "cy": float(cy), "box": b})
+        else:
+            continue  # no room left: fewer objects
+        objects.append(
+            {
+                "shape": str(shape),
+                "colour": str(colour),
+                "size": sz,
+                "cx": float(cx),
+                "cy": float(cy),
+                "box": b,
+            }
+        )
         masks.append(m)
-    img = rng.uniform(60, 120) + rng.normal(0, 12, (size, size, 1)) * np.ones(3)   # noisy grey background
+    img = rng.uniform(60, 120) + rng.normal(0, 12, (size, size, 1)) * np.ones(
+        3
+    )  # noisy grey background
     for o, m in zip(objects, masks):
         img[m] = np.array(COLOURS[o["colour"]]) + rng.normal(0, 8, (int(m.sum()), 3))
     return img.clip(0, 255).astype(np.uint8), objects
 
 # %% ../nbs/02_scenes.ipynb #85adabcf
-SYNONYMS = {"small": (("small", 0.7), ("little", 0.2), ("tiny", 0.1)), "large": (("large", 0.7), ("big", 0.3)),
-            "circle": (("circle", 0.7), ("ball", 0.15), ("disk", 0.15)), "square": (("square", 0.8), ("box", 0.2)),
-            "triangle": (("triangle", 1.0),), "diamond": (("diamond", 1.0),)}
-WORD_MEANING = {w: (attr, v) for attr, vals in (("size", SIZES), ("shape", SHAPES)) for v in vals for w, _ in SYNONYMS[v]}
+SYNONYMS = {
+    "small": (("small", 0.7), ("little", 0.2), ("tiny", 0.1)),
+    "large": (("large", 0.7), ("big", 0.3)),
+    "circle": (("circle", 0.7), ("ball", 0.15), ("disk", 0.15)),
+    "square": (("square", 0.8), ("box", 0.2)),
+    "triangle": (("triangle", 1.0),),
+    "diamond": (("diamond", 1.0),),
+}
+WORD_MEANING = {
+    w: (attr, v)
+    for attr, vals in (("size", SIZES), ("shape", SHAPES))
+    for v in vals
+    for w, _ in SYNONYMS[v]
+}
 WORD_MEANING.update({c: ("colour", c) for c in COLOURS})
-INVERSE = {"above": "below", "below": "above", "to the left of": "to the right of", "to the right of": "to the left of"}
+INVERSE = {
+    "above": "below",
+    "below": "above",
+    "to the left of": "to the right of",
+    "to the right of": "to the left of",
+}
+
 
 def _pick(rng, word):
     words, p = zip(*SYNONYMS[word])
     return words[int(rng.choice(len(words), p=p))]
 
+
 def noun_phrase(rng, o: dict, i: int) -> tuple[list[str], list[int]]:
     "'a small red circle' for object i, with its grounding."
-    words = ([_pick(rng, o["size"])] if rng.random() > 0.15 else []) + [o["colour"], _pick(rng, o["shape"])]
+    words = ([_pick(rng, o["size"])] if rng.random() > 0.15 else []) + [
+        o["colour"],
+        _pick(rng, o["shape"]),
+    ]
     return ["a"] + words, [-1] + [i] * len(words)
+
 
 def relation(a: dict, b: dict) -> str:
     "Where a is relative to b, by the larger of the two offsets (image y grows downwards)."
     dx, dy = a["cx"] - b["cx"], a["cy"] - b["cy"]
-    if abs(dy) >= abs(dx): return "above" if dy < 0 else "below"
+    if abs(dy) >= abs(dx):
+        return "above" if dy < 0 else "below"
     return "to the left of" if dx < 0 else "to the right of"
 
+
 def region(o: dict, size: int = IMAGE_SIZE) -> str:
-    v = "top" if o["cy"] < size / 3 else "bottom" if o["cy"] > 2 * size / 3 else "middle"
-    h = "left" if o["cx"] < size / 3 else "right" if o["cx"] > 2 * size / 3 else "centre"
-    return "centre" if (v, h) == ("middle", "centre") else f"{v} {h}" if v != "middle" else f"middle {h}"
+    v = (
+        "top"
+        if o["cy"] < size / 3
+        else "bottom"
+        if o["cy"] > 2 * size / 3
+        else "middle"
+    )
+    h = (
+        "left"
+        if o["cx"] < size / 3
+        else "right"
+        if o["cx"] > 2 * size / 3
+        else "centre"
+    )
+    return (
+        "centre"
+        if (v, h) == ("middle", "centre")
+        else f"{v} {h}"
+        if v != "middle"
+        else f"middle {h}"
+    )
 
 # %% ../nbs/02_scenes.ipynb #ef3e7ccf
-def caption_scene(rng: np.random.Generator, objects: list[dict], n: int = 5, size: int = IMAGE_SIZE) -> list[tuple[list[str], list[int]]]:
+def caption_scene(
+    rng: np.random.Generator, objects: list[dict], n: int = 5, size: int = IMAGE_SIZE
+) -> list[tuple[list[str], list[int]]]:
     "`n` different captions (tokens, grounding) for a scene; the first is the main template."
     idx = list(range(len(objects)))
-    idx.sort(key=lambda i: objects[i]["cy"])             # canonical order: top to bottom
-    def np_(k): return noun_phrase(rng, objects[idx[k]], idx[k])
+    idx.sort(key=lambda i: objects[i]["cy"])  # canonical order: top to bottom
+
+    def np_(k):
+        return noun_phrase(rng, objects[idx[k]], idx[k])
+
     def cat(*parts):
         toks, gr = [], []
         for p in parts:
-            if isinstance(p, str): toks += p.split(); gr += [-1] * len(p.split())
-            else: toks += p[0]; gr += p[1]
+            if isinstance(p, str):
+                toks += p.split()
+                gr += [-1] * len(p.split())
+            else:
+                toks += p[0]
+                gr += p[1]
         return toks, gr
+
     rel = relation(objects[idx[0]], objects[idx[1]]) if len(idx) >= 2 else None
     templates = {
-        1: [lambda: cat(np_(0)), lambda: cat("there is", np_(0)),
-            lambda: cat(np_(0), "in the " + region(objects[idx[0]], size)), lambda: cat("a picture of", np_(0))],
-        2: [lambda: cat(np_(0), rel, np_(1)), lambda: cat(np_(1), INVERSE[rel or "above"], np_(0)),
-            lambda: cat("there is", np_(0), rel, np_(1)), lambda: cat(np_(0), "and", np_(1))],
-        3: [lambda: cat(np_(0), rel, np_(1), "and", np_(2)), lambda: cat(np_(0), np_(1), "and", np_(2)),
-            lambda: cat("there are", np_(0), np_(1), "and", np_(2))]}[len(idx)]
-    probs = {1: [0.4, 0.2, 0.2, 0.2], 2: [0.4, 0.2, 0.2, 0.2], 3: [0.5, 0.25, 0.25]}[len(idx)]
+        1: [
+            lambda: cat(np_(0)),
+            lambda: cat("there is", np_(0)),
+            lambda: cat(np_(0), "in the " + region(objects[idx[0]], size)),
+            lambda: cat("a picture of", np_(0)),
+        ],
+        2: [
+            lambda: cat(np_(0), rel, np_(1)),
+            lambda: cat(np_(1), INVERSE[rel or "above"], np_(0)),
+            lambda: cat("there is", np_(0), rel, np_(1)),
+            lambda: cat(np_(0), "and", np_(1)),
+        ],
+        3: [
+            lambda: cat(np_(0), rel, np_(1), "and", np_(2)),
+            lambda: cat(np_(0), np_(1), "and", np_(2)),
+            lambda: cat("there are", np_(0), np_(1), "and", np_(2)),
+        ],
+    }[len(idx)]
+    probs = {1: [0.4, 0.2, 0.2, 0.2], 2: [0.4, 0.2, 0.2, 0.2], 3: [0.5, 0.25, 0.25]}[
+        len(idx)
+    ]
     out = [templates[0]()]
     seen = {" ".join(out[0][0])}
     for _ in range(200):
-        if len(out) == n: break
+        if len(out) == n:
+            break
         c = templates[int(rng.choice(len(probs), p=probs))]()
-        if " ".join(c[0]) not in seen: seen.add(" ".join(c[0])); out.append(c)
+        if " ".join(c[0]) not in seen:
+            seen.add(" ".join(c[0]))
+            out.append(c)
     return out
 
 # %% ../nbs/02_scenes.ipynb #dc8c3372
@@ -127,42 +228,78 @@ def ground_tokens(tokens: Sequence[str], objects: Sequence[dict]) -> list[int]:
     out, i = [-1] * len(tokens), 0
     while i < len(tokens):
         j = i
-        while j < len(tokens) and tokens[j] in WORD_MEANING: j += 1
+        while j < len(tokens) and tokens[j] in WORD_MEANING:
+            j += 1
         if j > i:
             attrs = [WORD_MEANING[w] for w in tokens[i:j]]
-            fits = [k for k, o in enumerate(objects) if all(o[a] == v for a, v in attrs)]
-            if len(fits) == 1: out[i:j] = [fits[0]] * (j - i)
+            fits = [
+                k for k, o in enumerate(objects) if all(o[a] == v for a, v in attrs)
+            ]
+            if len(fits) == 1:
+                out[i:j] = [fits[0]] * (j - i)
             i = j
-        else: i += 1
+        else:
+            i += 1
     return out
 
 # %% ../nbs/02_scenes.ipynb #e3994240
-def make_scenes(n: int, seed: int = 0, split: str = "train", size: int = IMAGE_SIZE) -> list[ImageRecord]:
+def make_scenes(
+    n: int, seed: int = 0, split: str = "train", size: int = IMAGE_SIZE
+) -> list[ImageRecord]:
     "`n` scenes as in-memory `ImageRecord`s, scene i drawn from `default_rng([seed, i])`."
     recs = []
     for i in range(n):
         rng = np.random.default_rng([seed, i])
         img, objs = make_scene(rng, size)
         caps = caption_scene(rng, objs, size=size)
-        recs.append(ImageRecord(i, f"scene_{seed}_{i:06d}.png", None, split, [t for t, g in caps], [" ".join(t) for t, g in caps],
-                                [g for t, g in caps], {"boxes": [o["box"] for o in objs], "objects": objs}, img))
+        recs.append(
+            ImageRecord(
+                i,
+                f"scene_{seed}_{i:06d}.png",
+                None,
+                split,
+                [t for t, g in caps],
+                [" ".join(t) for t, g in caps],
+                [g for t, g in caps],
+                {"boxes": [o["box"] for o in objs], "objects": objs},
+                img,
+            )
+        )
     return recs
+
 
 SPLIT_SEEDS = {"train": 0, "val": 1, "test": 2}
 
-def scene_splits(n_train: int = 8000, n_val: int = 500, n_test: int = 1000, seed: int = 0) -> dict[str, list[ImageRecord]]:
+
+def scene_splits(
+    n_train: int = 8000, n_val: int = 500, n_test: int = 1000, seed: int = 0
+) -> dict[str, list[ImageRecord]]:
     "Train/val/test scenes from disjoint seeds (`seed*10 + 0/1/2`)."
-    return {s: make_scenes(n, seed * 10 + SPLIT_SEEDS[s], s) for s, n in (("train", n_train), ("val", n_val), ("test", n_test))}
+    return {
+        s: make_scenes(n, seed * 10 + SPLIT_SEEDS[s], s)
+        for s, n in (("train", n_train), ("val", n_val), ("test", n_test))
+    }
+
 
 def write_scenes(out_dir, records_by_split: dict[str, list[ImageRecord]]) -> Path:
     "Write records as PNG images plus `dataset_scenes.json` in Karpathy's format (with boxes and grounding)."
-    out_dir = Path(out_dir); (out_dir / "images").mkdir(parents=True, exist_ok=True)
+    out_dir = Path(out_dir)
+    (out_dir / "images").mkdir(parents=True, exist_ok=True)
     images = []
     for split, recs in records_by_split.items():
         for r in recs:
             Image.fromarray(r.array).save(out_dir / "images" / r.filename)
-            images.append({"filename": r.filename, "split": split, **r.extra,
-                           "sentences": [{"tokens": t, "raw": raw, "grounding": g} for t, raw, g in zip(r.captions, r.raw, r.grounding)]})
+            images.append(
+                {
+                    "filename": r.filename,
+                    "split": split,
+                    **r.extra,
+                    "sentences": [
+                        {"tokens": t, "raw": raw, "grounding": g}
+                        for t, raw, g in zip(r.captions, r.raw, r.grounding)
+                    ],
+                }
+            )
     path = out_dir / "dataset_scenes.json"
     path.write_text(json.dumps({"dataset": "scenes", "images": images}))
     return path
@@ -172,16 +309,36 @@ def show_scenes(records: Sequence[ImageRecord], ncols: int = 4, n_captions: int 
     "A figure of scenes with their object boxes and captions."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
+
     nrows = (len(records) + ncols - 1) // ncols
-    fig, axs = plt.subplots(nrows, ncols, figsize=(3.2 * ncols, 4.0 * nrows), squeeze=False,
-                            layout="constrained")                  # room for each panel's wrapped captions
+    fig, axs = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(3.2 * ncols, 4.0 * nrows),
+        squeeze=False,
+        layout="constrained",
+    )  # room for each panel's wrapped captions
     for ax, r in zip(axs.flat, records):
         ax.imshow(r.array if r.array is not None else Image.open(r.path))
         for k, (x0, y0, x1, y1) in enumerate(r.extra.get("boxes", [])):
-            ax.add_patch(Rectangle((x0 - 0.5, y0 - 0.5), x1 - x0, y1 - y0, fill=False, ec=f"C{k}", lw=1.5))
+            ax.add_patch(
+                Rectangle(
+                    (x0 - 0.5, y0 - 0.5),
+                    x1 - x0,
+                    y1 - y0,
+                    fill=False,
+                    ec=f"C{k}",
+                    lw=1.5,
+                )
+            )
             ax.text(x0, y0 - 1, str(k), color=f"C{k}", fontsize=8)
-        import textwrap                                             # long captions wrapped to the panel, not run into the next one
-        ax.set_title("\n".join(textwrap.fill(" ".join(c), 48) for c in r.captions[:n_captions]), fontsize=7)
+        import textwrap  # long captions wrapped to the panel, not run into the next one
+
+        ax.set_title(
+            "\n".join(textwrap.fill(" ".join(c), 48) for c in r.captions[:n_captions]),
+            fontsize=7,
+        )
         ax.axis("off")
-    for ax in list(axs.flat)[len(records):]: ax.axis("off")
+    for ax in list(axs.flat)[len(records) :]:
+        ax.axis("off")
     return fig

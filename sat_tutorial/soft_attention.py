@@ -21,69 +21,122 @@ __all__ = ['Captioner', 'rows_per_image', 'target_mask', 'word_nll', 'caption_nl
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
 class Captioner(nn.Module):
     "Base class of the captioners: `forward`, `init_state`, `step`, `loss` (see the notebook for the contract)."
-    static_state: tuple[int, ...] = ()      # positions of the per-image constants in the state (one row per image)
-    step_grads_once: bool = True            # teacher forcing forms the gradients of what every step multiplies once per batch
-    run_progress: float = 0.0               # share of the training run done, ρ ∈ [0, 1]; `fit` sets it before each step (notebook 12)
-    def init_state(self, feats: torch.Tensor) -> tuple: raise NotImplementedError
-    def step(self, words: torch.Tensor, state: tuple) -> tuple: raise NotImplementedError
-    def loss(self, feats, captions, lengths) -> tuple: raise NotImplementedError
+
+    static_state: tuple[
+        int, ...
+    ] = ()  # positions of the per-image constants in the state (one row per image)
+    step_grads_once: bool = True  # teacher forcing forms the gradients of what every step multiplies once per batch
+    run_progress: float = 0.0  # share of the training run done, ρ ∈ [0, 1]; `fit` sets it before each step (notebook 12)
+
+    def init_state(self, feats: torch.Tensor) -> tuple:
+        raise NotImplementedError
+
+    def step(self, words: torch.Tensor, state: tuple) -> tuple:
+        raise NotImplementedError
+
+    def loss(self, feats, captions, lengths) -> tuple:
+        raise NotImplementedError
+
+
 def rows_per_image(x: torch.Tensor, n_images: int) -> torch.Tensor:
     "View `(N, …)` decoding rows as `(B, k, …)`: the k = N / B rows (beams) of each image together."
-    if x.shape[0] % n_images: raise ValueError(f"{x.shape[0]} rows do not split evenly over {n_images} images")
+    if x.shape[0] % n_images:
+        raise ValueError(
+            f"{x.shape[0]} rows do not split evenly over {n_images} images"
+        )
     return x.view(n_images, x.shape[0] // n_images, *x.shape[1:])
+
+
 def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
     "`(B, T)` True where step t predicts a real word: t < length − 1."
     T = captions.shape[1] - 1
-    return torch.arange(T, device=captions.device)[None] < (lengths.to(captions.device) - 1)[:, None]
-def word_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor, smoothing: float = 0.0) -> torch.Tensor:
+    return (
+        torch.arange(T, device=captions.device)[None]
+        < (lengths.to(captions.device) - 1)[:, None]
+    )
+
+
+def word_nll(
+    logits: torch.Tensor,
+    captions: torch.Tensor,
+    lengths: torch.Tensor,
+    smoothing: float = 0.0,
+) -> torch.Tensor:
     """Per-word negative log-likelihood `(B, T)`: −log p(y_t | y_<t, a) at real target words, 0 at padding.
     `smoothing` ε > 0: the cross-entropy against (1 − ε)·onehot(y_t) + ε/V instead (label smoothing; not a likelihood)."""
     mask = target_mask(captions, lengths)
-    nll = F.cross_entropy(logits.flatten(0, 1), captions[:, 1:].flatten(), reduction="none",
-                          label_smoothing=smoothing)                              # (B·T,): rows of V contiguous
+    nll = F.cross_entropy(
+        logits.flatten(0, 1),
+        captions[:, 1:].flatten(),
+        reduction="none",
+        label_smoothing=smoothing,
+    )  # (B·T,): rows of V contiguous
     return nll.view(mask.shape) * mask
-def caption_nll(logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+
+
+def caption_nll(
+    logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
     "Per-caption negative log-likelihood `(B,)`, summed over real target words; padding never counts."
     return word_nll(logits, captions, lengths).sum(1)
 
 # %% ../nbs/06_soft_attention.ipynb #8ce8a2cf
 class SoftAttention(nn.Module):
     "Additive attention f_att: α = softmax(wᵀ tanh(W_a a + W_h h + b)), ẑ = Σ α a."
+
     def __init__(self, feature_dim: int, hidden_dim: int, attention_dim: int):
         super().__init__()
-        self.W_a = nn.Linear(feature_dim, attention_dim)               # includes b
+        self.W_a = nn.Linear(feature_dim, attention_dim)  # includes b
         self.W_h = nn.Linear(hidden_dim, attention_dim, bias=False)
         self.w = nn.Linear(attention_dim, 1)
+
     def keys(self, feats: torch.Tensor) -> torch.Tensor:
         "W_a a_i + b for every location, once per image: `(B, L, D)` → `(B, L, A)`."
         return self.W_a(feats)
+
     def scores(self, keys: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
         "e_ti = wᵀ tanh(W_a a_i + b + W_h h) `(B, k, L)` from the keys `(B, L, A)` and k queries W_h h per image `(B, k, A)`."
-        return self.w(torch.tanh(keys[:, None] + q[:, :, None])).squeeze(-1)    # (B, k, L, A) -> (B, k, L)
-    def forward(self, keys: torch.Tensor, feats: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.w(torch.tanh(keys[:, None] + q[:, :, None])).squeeze(
+            -1
+        )  # (B, k, L, A) -> (B, k, L)
+
+    def forward(
+        self, keys: torch.Tensor, feats: torch.Tensor, h: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         "α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the annotations `(B, L, D)` and h_{t−1} `(N, H)`, N = k·B."
-        q = rows_per_image(self.W_h(h), keys.shape[0])                         # (B, k, A)
-        e = self.scores(keys, q)                                               # (B, k, L)
-        alpha = e.softmax(-1)                                                  # (B, k, L)
-        z = alpha @ feats                                                      # (B, k, L) @ (B, L, D) -> (B, k, D)
-        return alpha.flatten(0, 1), z.flatten(0, 1)                            # (N, L), (N, D)
+        q = rows_per_image(self.W_h(h), keys.shape[0])  # (B, k, A)
+        e = self.scores(keys, q)  # (B, k, L)
+        alpha = e.softmax(-1)  # (B, k, L)
+        z = alpha @ feats  # (B, k, L) @ (B, L, D) -> (B, k, D)
+        return alpha.flatten(0, 1), z.flatten(0, 1)  # (N, L), (N, D)
 
 # %% ../nbs/06_soft_attention.ipynb #betagate
-def beta_gate(f_beta: nn.Linear, h: torch.Tensor, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def beta_gate(
+    f_beta: nn.Linear, h: torch.Tensor, z: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     "The gated context β_t ẑ_t `(N, D)` and β_t = σ(f_β(h_{t−1})) `(N, 1)` from h_{t−1} `(N, H)` and Σ α a `(N, D)`."
-    beta = torch.sigmoid(f_beta(h))                                            # (N, 1): one scalar per row
+    beta = torch.sigmoid(f_beta(h))  # (N, 1): one scalar per row
     return beta * z, beta
 
 # %% ../nbs/06_soft_attention.ipynb #lstmcell
-def lstm_cell(gates: torch.Tensor, c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def lstm_cell(
+    gates: torch.Tensor, c: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     "The LSTM update from pre-activations `(B, 4H)` (order i, f, g, o as in `nn.LSTMCell`) and c_{t−1}."
     i, f, g, o = gates.chunk(4, -1)
     c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(c), c
 
 # %% ../nbs/06_soft_attention.ipynb #deepout
-def deep_output(L_o: nn.Linear, L_h: nn.Linear, L_z: nn.Linear, emb: torch.Tensor, h: torch.Tensor, z: torch.Tensor,
-                dropout: nn.Module = nn.Identity()) -> torch.Tensor:
+def deep_output(
+    L_o: nn.Linear,
+    L_h: nn.Linear,
+    L_z: nn.Linear,
+    emb: torch.Tensor,
+    h: torch.Tensor,
+    z: torch.Tensor,
+    dropout: nn.Module = nn.Identity(),
+) -> torch.Tensor:
     "Logits L_o(E y_{t−1} + L_h h_t + L_z ẑ_t) `(…, V)` from the embedding `(…, m)`, h_t `(…, n)` and ẑ_t `(…, D)`."
     return L_o(dropout(emb + L_h(h) + L_z(z)))
 
@@ -95,235 +148,461 @@ def doubly_stochastic_penalty(alpha: torch.Tensor, mask: torch.Tensor) -> torch.
 # %% ../nbs/06_soft_attention.ipynb #22568d65
 class SoftAttentionCaptioner(Captioner):
     "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
-    static_state = (2, 3)                                                        # a and W_a a + b
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512,
-                 attention_dim: int = 512, dropout: float = 0.5, alpha_c: float = 1.0, beta_gate: bool = True,
-                 uniform_attention: bool = False, input_dropout: float = 0.0, label_smoothing: float = 0.0):
+
+    static_state = (2, 3)  # a and W_a a + b
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.5,
+        alpha_c: float = 1.0,
+        beta_gate: bool = True,
+        uniform_attention: bool = False,
+        input_dropout: float = 0.0,
+        label_smoothing: float = 0.0,
+    ):
         "`alpha_c` is λ; `uniform_attention`, `input_dropout`, `label_smoothing` are not in the paper (*Beyond the paper*)."
         super().__init__()
-        if not 0.0 <= label_smoothing < 1.0: raise ValueError(f"label_smoothing must be in [0, 1), not {label_smoothing}")
-        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = vocab_size, feature_dim, hidden_dim, alpha_c
-        self.embed_dim, self.uniform_attention, self.label_smoothing = embed_dim, uniform_attention, label_smoothing
-        self.embed = nn.Embedding(vocab_size, embed_dim)                         # E
-        self.attention = SoftAttention(feature_dim, hidden_dim, attention_dim)    # f_att
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(
+                f"label_smoothing must be in [0, 1), not {label_smoothing}"
+            )
+        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = (
+            vocab_size,
+            feature_dim,
+            hidden_dim,
+            alpha_c,
+        )
+        self.embed_dim, self.uniform_attention, self.label_smoothing = (
+            embed_dim,
+            uniform_attention,
+            label_smoothing,
+        )
+        self.embed = nn.Embedding(vocab_size, embed_dim)  # E
+        self.attention = SoftAttention(feature_dim, hidden_dim, attention_dim)  # f_att
         self.f_beta = nn.Linear(hidden_dim, 1) if beta_gate else None
-        self.init_h, self.init_c = nn.Linear(feature_dim, hidden_dim), nn.Linear(feature_dim, hidden_dim)
-        self.lstm = nn.LSTMCell(embed_dim + feature_dim, hidden_dim)             # W = [W_e, W_z], U
-        self.L_h, self.L_z = nn.Linear(hidden_dim, embed_dim), nn.Linear(feature_dim, embed_dim)
+        self.init_h, self.init_c = (
+            nn.Linear(feature_dim, hidden_dim),
+            nn.Linear(feature_dim, hidden_dim),
+        )
+        self.lstm = nn.LSTMCell(
+            embed_dim + feature_dim, hidden_dim
+        )  # W = [W_e, W_z], U
+        self.L_h, self.L_z = (
+            nn.Linear(hidden_dim, embed_dim),
+            nn.Linear(feature_dim, embed_dim),
+        )
         self.L_o = nn.Linear(embed_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
-        self.input_dropout = nn.Dropout(input_dropout)                           # identity at the default 0
+        self.input_dropout = nn.Dropout(input_dropout)  # identity at the default 0
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(h_0, c_0, a, keys): the initial LSTM state from the mean annotation, and W_a a + b once per image."
-        mean = feats.mean(1)                                                     # (B, D)
-        return (torch.tanh(self.init_h(mean)), torch.tanh(self.init_c(mean)), feats, self.attention.keys(feats))
-    def context(self, alpha: torch.Tensor, z: torch.Tensor, feats: torch.Tensor, h: torch.Tensor, t: int | None = None):
+        mean = feats.mean(1)  # (B, D)
+        return (
+            torch.tanh(self.init_h(mean)),
+            torch.tanh(self.init_c(mean)),
+            feats,
+            self.attention.keys(feats),
+        )
+
+    def context(
+        self,
+        alpha: torch.Tensor,
+        z: torch.Tensor,
+        feats: torch.Tensor,
+        h: torch.Tensor,
+        t: int | None = None,
+    ):
         "ẑ_t from the attention: the expectation Σ α a, scaled by β_t. (Hard attention overrides; `feats` may be a `StepOperand`.)"
         return beta_gate(self.f_beta, h, z)[0] if self.f_beta is not None else z
+
     def _input_gates(self, emb: torch.Tensor) -> torch.Tensor:
         "W_e E y + b for any leading shape: the part of the LSTM input that does not depend on ẑ (E y through `input_dropout`)."
-        return self.input_dropout(emb) @ self.lstm.weight_ih[:, :self.embed_dim].T + self.lstm.bias_ih + self.lstm.bias_hh
+        return (
+            self.input_dropout(emb) @ self.lstm.weight_ih[:, : self.embed_dim].T
+            + self.lstm.bias_ih
+            + self.lstm.bias_hh
+        )
+
     def _operands(self, feats: torch.Tensor, once: bool = False) -> tuple:
         "(W_zᵀ, Uᵀ, a): what every step multiplies; W_z is sliced here, once per batch. (`once`: *Beyond the paper*.)"
-        return (self.lstm.weight_ih[:, self.embed_dim:].T, self.lstm.weight_hh.T, feats)   # (D, 4H), (H, 4H), (B, L, D)
+        return (
+            self.lstm.weight_ih[:, self.embed_dim :].T,
+            self.lstm.weight_hh.T,
+            feats,
+        )  # (D, 4H), (H, 4H), (B, L, D)
+
     def _recurrence(self, gates_e, h, c, feats, keys, t=None, ops=None):
         "One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM. Returns h_t, c_t, ẑ_t, α_t."
         W_zT, U_T, reads = ops or self._operands(feats)
         if self.uniform_attention:
-            alpha = torch.full((h.shape[0], feats.shape[1]), 1 / feats.shape[1], device=feats.device, dtype=feats.dtype)
-            z = feats.mean(1).repeat_interleave(h.shape[0] // feats.shape[0], 0)          # (N, D)
-        else: alpha, z = self.attention(keys, reads, h)
+            alpha = torch.full(
+                (h.shape[0], feats.shape[1]),
+                1 / feats.shape[1],
+                device=feats.device,
+                dtype=feats.dtype,
+            )
+            z = feats.mean(1).repeat_interleave(
+                h.shape[0] // feats.shape[0], 0
+            )  # (N, D)
+        else:
+            alpha, z = self.attention(keys, reads, h)
         z = self.context(alpha, z, reads, h, t)
         h, c = lstm_cell(gates_e + z @ W_zT + h @ U_T, c)
         return h, c, z, alpha
+
     def _logits(self, emb, h, z):
         "Deep output: L_o(E y_{t−1} + L_h h_t + L_z ẑ_t)."
         return deep_output(self.L_o, self.L_h, self.L_z, emb, h, z, self.dropout)
 
-    def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor):
+    def forward(
+        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+    ):
         "Teacher forcing: logits `(B, T, V)` and α `(B, T, L)` for T = captions.shape[1] − 1 steps."
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         h, c, feats, keys = self.init_state(feats)
-        emb = self.embed(captions[:, :-1])                                       # (B, T, E)
-        gates_e = self._input_gates(emb)                                         # (B, T, 4H), all steps at once
+        emb = self.embed(captions[:, :-1])  # (B, T, E)
+        gates_e = self._input_gates(emb)  # (B, T, 4H), all steps at once
         ops, hs, zs, alphas = self._operands(feats, self.step_grads_once), [], [], []
         for t in range(emb.shape[1]):
             h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t, ops)
-            hs.append(h); zs.append(z); alphas.append(alpha)
-        return self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1)), torch.stack(alphas, 1)   # L_o once for all steps
+            hs.append(h)
+            zs.append(z)
+            alphas.append(alpha)
+        return self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1)), torch.stack(
+            alphas, 1
+        )  # L_o once for all steps
+
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step: log p(y_t | …) `(B, V)`, the new state, α_t `(B, L)`."
         h, c, feats, keys = state
-        emb = self.embed(words)                                                  # (B, E)
+        emb = self.embed(words)  # (B, E)
         h, c, z, alpha = self._recurrence(self._input_gates(emb), h, c, feats, keys)
         return self._logits(emb, h, z).log_softmax(-1), (h, c, feats, keys), alpha
+
     def loss(self, feats, captions, lengths):
         "L_d per word: (Σ −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and stats (`label_smoothing`: *Beyond the paper*)."
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
-        fit = word_nll(logits, captions, lengths, self.label_smoothing).sum(1) if self.training and self.label_smoothing else nll
+        fit = (
+            word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
+            if self.training and self.label_smoothing
+            else nll
+        )
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
         loss = (fit.sum() + self.alpha_c * pen.sum()) / n_words
-        return loss, {"nll": float(nll.detach().sum() / n_words), "penalty": float(pen.detach().mean())}
+        return loss, {
+            "nll": float(nll.detach().sum() / n_words),
+            "penalty": float(pen.detach().mean()),
+        }
 
 # %% ../nbs/06_soft_attention.ipynb #8f1eeb56
-def encode(encoder: nn.Module, images: torch.Tensor, boxes: torch.Tensor | None = None, device="cpu") -> torch.Tensor:
+def encode(
+    encoder: nn.Module,
+    images: torch.Tensor,
+    boxes: torch.Tensor | None = None,
+    device="cpu",
+) -> torch.Tensor:
     "Annotations `(B, L, D)`: `encoder(images)`, or `encoder(images, boxes)` for region encoders (`needs_boxes = True`)."
     images = images.to(device)
     if getattr(encoder, "needs_boxes", False):
-        if boxes is None: raise ValueError(f"{type(encoder).__name__} needs region boxes, but the data has no 'regions'")
+        if boxes is None:
+            raise ValueError(
+                f"{type(encoder).__name__} needs region boxes, but the data has no 'regions'"
+            )
         return encoder(images, boxes.to(device))
     return encoder(images)
-def train_step(encoder: nn.Module, model: Captioner, batch: dict, optimizer, clip: float | None = 5.0, device="cpu",
-               amp_dtype: torch.dtype | None = None, scaler=None, loss_fn=None) -> dict:
+
+
+def train_step(
+    encoder: nn.Module,
+    model: Captioner,
+    batch: dict,
+    optimizer,
+    clip: float | None = 5.0,
+    device="cpu",
+    amp_dtype: torch.dtype | None = None,
+    scaler=None,
+    loss_fn=None,
+) -> dict:
     "One optimisation step on a batch from `collate_captions`: encode, `model.loss` (or `loss_fn(model, feats, batch)`), backward, clip, update."
-    encoder.train(); model.train()
+    encoder.train()
+    model.train()
     device = torch.device(device)
     caps, lengths = batch["captions"].to(device), batch["lengths"].to(device)
     with torch.autocast(device.type, dtype=amp_dtype, enabled=amp_dtype is not None):
         feats = encode(encoder, batch["images"], batch.get("boxes"), device)
-        loss, stats = loss_fn(model, feats, batch) if loss_fn is not None else model.loss(feats, caps, lengths)
+        loss, stats = (
+            loss_fn(model, feats, batch)
+            if loss_fn is not None
+            else model.loss(feats, caps, lengths)
+        )
     optimizer.zero_grad(set_to_none=True)
     (scaler.scale(loss) if scaler is not None else loss).backward()
-    if scaler is not None: scaler.unscale_(optimizer)
-    if clip: stats["grad_norm"] = float(nn.utils.clip_grad_norm_([p for g in optimizer.param_groups for p in g["params"]], clip))
-    if scaler is not None: scaler.step(optimizer); scaler.update()
-    else: optimizer.step()
+    if scaler is not None:
+        scaler.unscale_(optimizer)
+    if clip:
+        stats["grad_norm"] = float(
+            nn.utils.clip_grad_norm_(
+                [p for g in optimizer.param_groups for p in g["params"]], clip
+            )
+        )
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
     return {"loss": float(loss.detach()), **stats}
-def quick_train(encoder, model, loader, steps: int, lr: float = 1e-3, progress: bool = True) -> list[dict]:
+
+
+def quick_train(
+    encoder, model, loader, steps: int, lr: float = 1e-3, progress: bool = True
+) -> list[dict]:
     "Train for `steps` batches with Adam (no checkpoints, no validation): for notebooks and tests."
     from tqdm.auto import tqdm
+
     opt = torch.optim.Adam(list(encoder.parameters()) + list(model.parameters()), lr=lr)
     hist, it = [], iter(loader)
     for _ in tqdm(range(steps), disable=not progress, desc="train"):
-        try: batch = next(it)
-        except StopIteration: it = iter(loader); batch = next(it)
-        if batch is not None: hist.append(train_step(encoder, model, batch, opt))
+        try:
+            batch = next(it)
+        except StopIteration:
+            it = iter(loader)
+            batch = next(it)
+        if batch is not None:
+            hist.append(train_step(encoder, model, batch, opt))
     return hist
 
 # %% ../nbs/06_soft_attention.ipynb #3c16bc31
-def show_attention(image, words: Sequence[str], attn: torch.Tensor, grid: tuple[int, int], hard: bool = False,
-                   ncols: int = 6, title: str | None = None):
+def show_attention(
+    image,
+    words: Sequence[str],
+    attn: torch.Tensor,
+    grid: tuple[int, int],
+    hard: bool = False,
+    ncols: int = 6,
+    title: str | None = None,
+):
     "The image, then one panel per word with its attention `attn (n_words, L)` over a `grid` overlaid."
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
-    img = torch.from_numpy(np.array(image, dtype=np.float32))      # a copy: a PIL image's own array is read-only
+
+    img = torch.from_numpy(
+        np.array(image, dtype=np.float32)
+    )  # a copy: a PIL image's own array is read-only
     H, W = img.shape[:2]
     n = len(words) + 1
     nrows = (n + ncols - 1) // ncols
-    fig, axs = plt.subplots(nrows, ncols, figsize=(2 * ncols, 2.2 * nrows), squeeze=False, layout="constrained")   # titles never overlap a row
-    axs = list(axs.flat)                                            # a list: `.flat` is an iterator, used up once walked
-    axs[0].imshow(img.numpy().astype("uint8")); axs[0].set_title("image", fontsize=9)
-    if title:                                                       # the caption over the whole figure, wrapped to its width
+    fig, axs = plt.subplots(
+        nrows,
+        ncols,
+        figsize=(2 * ncols, 2.2 * nrows),
+        squeeze=False,
+        layout="constrained",
+    )  # titles never overlap a row
+    axs = list(axs.flat)  # a list: `.flat` is an iterator, used up once walked
+    axs[0].imshow(img.numpy().astype("uint8"))
+    axs[0].set_title("image", fontsize=9)
+    if title:  # the caption over the whole figure, wrapped to its width
         import textwrap
+
         fig.suptitle(textwrap.fill(title, width=16 * ncols), fontsize=10)
     for k, (w, a) in enumerate(zip(words, attn)):
         ax = axs[k + 1]
         ax.imshow(img.numpy().astype("uint8"))
         a = torch.as_tensor(a).float().reshape(1, 1, *grid)
         if hard:
-            i = int(a.flatten().argmax()); r, c = divmod(i, grid[1]); ch, cw = H / grid[0], W / grid[1]
-            ax.add_patch(Rectangle((c * cw - 0.5, r * ch - 0.5), cw, ch, fill=True, alpha=0.45, color="white", ec="yellow", lw=2))
+            i = int(a.flatten().argmax())
+            r, c = divmod(i, grid[1])
+            ch, cw = H / grid[0], W / grid[1]
+            ax.add_patch(
+                Rectangle(
+                    (c * cw - 0.5, r * ch - 0.5),
+                    cw,
+                    ch,
+                    fill=True,
+                    alpha=0.45,
+                    color="white",
+                    ec="yellow",
+                    lw=2,
+                )
+            )
         else:
-            up = F.interpolate(a, size=(H, W), mode="bilinear", align_corners=False)[0, 0]
-            ax.imshow(up.numpy(), alpha=0.6, cmap="gray", extent=(-0.5, W - 0.5, H - 0.5, -0.5))
+            up = F.interpolate(a, size=(H, W), mode="bilinear", align_corners=False)[
+                0, 0
+            ]
+            ax.imshow(
+                up.numpy(),
+                alpha=0.6,
+                cmap="gray",
+                extent=(-0.5, W - 0.5, H - 0.5, -0.5),
+            )
         ax.set_title(w, fontsize=9)
-    for ax in axs[n:]: ax.axis("off")
-    for ax in axs[:n]: ax.set_xticks([]); ax.set_yticks([])
+    for ax in axs[n:]:
+        ax.axis("off")
+    for ax in axs[:n]:
+        ax.set_xticks([])
+        ax.set_yticks([])
     return fig
 
 # %% ../nbs/06_soft_attention.ipynb #f115f11c
 class _SigmoidTanh(torch.autograd.Function):
     "tanh(x) = 2σ(2x) − 1, computed in x's own memory; backward g·(1 − y²) from the output y."
+
     @staticmethod
     def forward(ctx, x):
-        ctx.mark_dirty(x)                                  # x is overwritten: callers pass a temporary
+        ctx.mark_dirty(x)  # x is overwritten: callers pass a temporary
         y = x.mul_(2).sigmoid_().mul_(2).sub_(1)
         ctx.save_for_backward(y)
         return y
+
     @staticmethod
     def backward(ctx, g):
-        y, = ctx.saved_tensors
+        (y,) = ctx.saved_tensors
         return torch.ops.aten.tanh_backward(g, y)
+
+
 def fast_tanh_(x: torch.Tensor) -> torch.Tensor:
     "tanh(x) in place (x must be a temporary): as 2σ(2x) − 1 on CPUs, where PyTorch's sigmoid kernel is much faster than its tanh."
     return _SigmoidTanh.apply(x) if x.device.type == "cpu" else x.tanh_()
+
+
 _CHUNK_BYTES = 8 << 20
+
+
 def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.Tensor:
     "e = w(tanh(keys + q)) `(B, k, L)` for keys `(B, L, A)` and k queries per image `(B, k, A)`."
-    v, b = w.weight[0], (w.bias if w.bias is not None else 0)        # w·y as a matrix-vector product (see above)
+    v, b = (
+        w.weight[0],
+        (w.bias if w.bias is not None else 0),
+    )  # w·y as a matrix-vector product (see above)
     if torch.is_grad_enabled() or keys.device.type != "cpu":
-        return fast_tanh_(keys[:, None] + q[:, :, None]) @ v + b                         # (B, k, L, A) -> (B, k, L)
+        return (
+            fast_tanh_(keys[:, None] + q[:, :, None]) @ v + b
+        )  # (B, k, L, A) -> (B, k, L)
     B, L, A = keys.shape
-    n = max(1, _CHUNK_BYTES // (q.shape[1] * L * A * keys.element_size()))               # images per chunk
-    return torch.cat([fast_tanh_(keys[i:i + n, None] + q[i:i + n, :, None]) @ v + b for i in range(0, B, n)])
+    n = max(
+        1, _CHUNK_BYTES // (q.shape[1] * L * A * keys.element_size())
+    )  # images per chunk
+    return torch.cat(
+        [
+            fast_tanh_(keys[i : i + n, None] + q[i : i + n, :, None]) @ v + b
+            for i in range(0, B, n)
+        ]
+    )
 
 # %% ../nbs/06_soft_attention.ipynb #kernelscores
-def _scores_on_kernel(self: SoftAttention, keys: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def _scores_on_kernel(
+    self: SoftAttention, keys: torch.Tensor, q: torch.Tensor
+) -> torch.Tensor:
     "`SoftAttention.scores` by `additive_scores`: the same e_ti to float rounding."
     return additive_scores(keys, q, self.w)
-SoftAttention.scores = _scores_on_kernel        # installed: from here on every SoftAttention scores with the kernel
+
+
+SoftAttention.scores = _scores_on_kernel  # installed: from here on every SoftAttention scores with the kernel
 
 # %% ../nbs/06_soft_attention.ipynb #steponce
-_graph_task = getattr(torch._C, "_current_graph_task_id", lambda: 0)   # which backward pass is running
+_graph_task = getattr(
+    torch._C, "_current_graph_task_id", lambda: 0
+)  # which backward pass is running
+
+
 class _SumSteps(torch.autograd.Function):
     "Identity on R; its backward adds Xᵀ G, formed once from the (x_t, g_t) pairs the steps left for this backward pass."
+
     @staticmethod
     def forward(ctx, r, pairs):
-        ctx.set_materialize_grads(False); ctx.pairs = pairs
+        ctx.set_materialize_grads(False)
+        ctx.pairs = pairs
         return r.view_as(r)
+
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         mine = ctx.pairs.pop(_graph_task(), [])
-        if not mine: return g, None
-        X, G = (torch.cat(ts, -2) for ts in zip(*mine))                          # steps stacked along the rows
+        if not mine:
+            return g, None
+        X, G = (torch.cat(ts, -2) for ts in zip(*mine))  # steps stacked along the rows
         d = X.mT.to(G.dtype) @ G
         return (d if g is None else g + d), None
+
+
 class _StepProduct(torch.autograd.Function):
     "x_t @ R whose backward gives ∂/∂x_t = g_t Rᵀ now and leaves (x_t, g_t) for `_SumSteps`."
+
     @staticmethod
     def forward(ctx, x, r, pairs):
-        ctx.save_for_backward(x, r); ctx.pairs = pairs
+        ctx.save_for_backward(x, r)
+        ctx.pairs = pairs
         return x @ r
+
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, g):
         x, r = ctx.saved_tensors
-        if ctx.needs_input_grad[1]: ctx.pairs.setdefault(_graph_task(), []).append((x, g))
+        if ctx.needs_input_grad[1]:
+            ctx.pairs.setdefault(_graph_task(), []).append((x, g))
         return (g @ r.mT.to(g.dtype) if ctx.needs_input_grad[0] else None), None, None
+
+
 class StepOperand:
     "R, the right operand of one `x_t @ R` per step of a recurrence: ∂/∂R = Σ_t x_tᵀ g_t is formed once, after the last step's backward."
+
     def __init__(self, r: torch.Tensor):
         self.shape, self.pairs = r.shape, {}
         self.deferred = torch.is_grad_enabled() and r.requires_grad
         self.r = _SumSteps.apply(r, self.pairs) if self.deferred else r
+
     def __rmatmul__(self, x: torch.Tensor) -> torch.Tensor:
-        return _StepProduct.apply(x, self.r, self.pairs) if self.deferred else x @ self.r
+        return (
+            _StepProduct.apply(x, self.r, self.pairs) if self.deferred else x @ self.r
+        )
 
 # %% ../nbs/06_soft_attention.ipynb #operandsonce
-def _operands_once(self: SoftAttentionCaptioner, feats: torch.Tensor, once: bool = False) -> tuple:
+def _operands_once(
+    self: SoftAttentionCaptioner, feats: torch.Tensor, once: bool = False
+) -> tuple:
     "(W_zᵀ, Uᵀ, a) as the paper path's `_operands` gives them; `once`: as `StepOperand`s, gradients formed once per batch."
     ops = _operands_plain(self, feats)
     return tuple(StepOperand(o) for o in ops) if once else ops
-_operands_plain, SoftAttentionCaptioner._operands = SoftAttentionCaptioner._operands, _operands_once   # installed
+
+
+_operands_plain, SoftAttentionCaptioner._operands = (
+    SoftAttentionCaptioner._operands,
+    _operands_once,
+)  # installed
 
 # %% ../nbs/06_soft_attention.ipynb #warmupsteps
 class WarmupSteps(nn.Module):
     "Mixin: `train_steps`, a saved count of `loss` calls in train mode, for a warm-up whose length is the attribute `warmup_option`."
+
     warmup_option: str = ""
+
     def _init_warmup(self):
-        self.register_buffer("train_steps", torch.zeros((), dtype=torch.long))     # saved, so a resume is exact
+        self.register_buffer(
+            "train_steps", torch.zeros((), dtype=torch.long)
+        )  # saved, so a resume is exact
+
     def warming_up(self) -> bool:
         "Whether fewer than the warm-up's steps have been taken (never, for a warm-up of 0: the paper's model)."
         return int(self.train_steps) < getattr(self, self.warmup_option)
+
     def count_training_step(self) -> None:
         "Called by `loss`: one more step, in train mode only."
-        if self.training: self.train_steps += 1
+        if self.training:
+            self.train_steps += 1
+
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # no counter: a checkpoint from before the option, trained without a warm-up; load it with the warm-up over
-        state_dict.setdefault(prefix + "train_steps", torch.tensor(getattr(self, self.warmup_option), dtype=torch.long))
+        state_dict.setdefault(
+            prefix + "train_steps",
+            torch.tensor(getattr(self, self.warmup_option), dtype=torch.long),
+        )
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

@@ -15,13 +15,36 @@ import torch
 import torch.nn as nn
 from torch.utils.data import Sampler
 
-from .core import (InputError, Range, dropout_float, load_checkpoint, nonneg_float, nonneg_int, positive_float, positive_int,
-                               seed_int, unit_float)
+from sat_tutorial.core import (
+    InputError,
+    Range,
+    dropout_float,
+    load_checkpoint,
+    nonneg_float,
+    nonneg_int,
+    positive_float,
+    positive_int,
+    seed_int,
+    unit_float,
+)
 from .feature_store import FeatureStore
-from .data import (CaptionDataset, ImageRecord, Vocab, default_loader, image_transform, load_dataset,
-                               MIRROR_WORDS, mirror_record)
+from sat_tutorial.data import (
+    CaptionDataset,
+    ImageRecord,
+    Vocab,
+    default_loader,
+    image_transform,
+    load_dataset,
+    MIRROR_WORDS,
+    mirror_record,
+)
 from .decoding import Ensemble, decode
-from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size, scene_transform
+from sat_tutorial.encoders import (
+    PrecomputedFeatures,
+    build_encoder,
+    encoder_image_size,
+    scene_transform,
+)
 from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
@@ -32,153 +55,293 @@ __all__ = ['CAPTIONERS', 'CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', '
            'checkpoint_config', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
-CAPTIONERS = {"soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
-              "hard": "sat_tutorial.hard_attention_beyond:ExtendedHardAttentionCaptioner",   # the paper's model + options (07b)
-              "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
-              "butd": "sat_tutorial.butd:BUTDCaptioner",
-              "transformer": "sat_tutorial.transformer:TransformerCaptioner"}
+CAPTIONERS = {
+    "soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
+    "hard": "sat_tutorial.hard_attention_beyond:ExtendedHardAttentionCaptioner",  # the paper's model + options (07b)
+    "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
+    "butd": "sat_tutorial.butd:BUTDCaptioner",
+    "transformer": "sat_tutorial.transformer:TransformerCaptioner",
+}
 
-CONFIG_RANGES = {   # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
-    "max_missing": unit_float, "fine_tune": nonneg_int, "grid": Range(int, lo=1, hi=64), "image_size": Range(int, lo=32, hi=2048),
-    "feature_dim": positive_int, "embed_dim": positive_int, "hidden_dim": positive_int, "attention_dim": positive_int,
-    "dropout": dropout_float, "lr": positive_float, "warmup": nonneg_int, "batch_size": positive_int, "length_pool": nonneg_int,
-    "steps": nonneg_int, "epochs": positive_int, "clip": nonneg_float, "ema": dropout_float, "seed": seed_int,
-    "num_workers": nonneg_int, "val_every": nonneg_int, "ckpt_every": nonneg_int, "patience": nonneg_int, "val_beam": positive_int,
-    "max_len": positive_int, "time_budget": nonneg_float, "n_train": positive_int, "n_val": nonneg_int, "n_test": nonneg_int,
-    "min_count": positive_int, "scst_samples": positive_int, "scst_temperature": positive_float}
-CONFIG_CHOICES = {"model": tuple(CAPTIONERS), "data": ("scenes", "flickr8k", "flickr30k", "coco"), "optimizer": ("adam", "rmsprop"),
-                  "amp_dtype": ("auto", "bf16", "fp16"), "scst_baseline": ("greedy", "mean")}
+CONFIG_RANGES = {  # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
+    "max_missing": unit_float,
+    "fine_tune": nonneg_int,
+    "grid": Range(int, lo=1, hi=64),
+    "image_size": Range(int, lo=32, hi=2048),
+    "feature_dim": positive_int,
+    "embed_dim": positive_int,
+    "hidden_dim": positive_int,
+    "attention_dim": positive_int,
+    "dropout": dropout_float,
+    "lr": positive_float,
+    "warmup": nonneg_int,
+    "batch_size": positive_int,
+    "length_pool": nonneg_int,
+    "steps": nonneg_int,
+    "epochs": positive_int,
+    "clip": nonneg_float,
+    "ema": dropout_float,
+    "seed": seed_int,
+    "num_workers": nonneg_int,
+    "val_every": nonneg_int,
+    "ckpt_every": nonneg_int,
+    "patience": nonneg_int,
+    "val_beam": positive_int,
+    "max_len": positive_int,
+    "time_budget": nonneg_float,
+    "n_train": positive_int,
+    "n_val": nonneg_int,
+    "n_test": nonneg_int,
+    "min_count": positive_int,
+    "scst_samples": positive_int,
+    "scst_temperature": positive_float,
+}
+CONFIG_CHOICES = {
+    "model": tuple(CAPTIONERS),
+    "data": ("scenes", "flickr8k", "flickr30k", "coco"),
+    "optimizer": ("adam", "rmsprop"),
+    "amp_dtype": ("auto", "bf16", "fp16"),
+    "scst_baseline": ("greedy", "mean"),
+}
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 @dataclass
 class TrainConfig:
     "Everything that defines a captioning run."
-    model: str = "soft"                 # soft | hard | adaptive | butd | transformer
-    data: str = "scenes"                # scenes | flickr8k | flickr30k | coco
-    data_dir: str | None = None         # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
-    restval: bool | None = None         # COCO's restval images into train; None: the dataset's default (on for COCO)
-    max_missing: float = 0.01           # refuse a dataset (or feature file) missing more than this share of its images
-    features: str | None = None         # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
-    mirror_features: str | None = None  # stored features of the training images flipped left to right: each caption is trained on twice, once mirrored
-    encoder: str = "scene_cnn"          # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
+
+    model: str = "soft"  # soft | hard | adaptive | butd | transformer
+    data: str = "scenes"  # scenes | flickr8k | flickr30k | coco
+    data_dir: str | None = (
+        None  # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
+    )
+    restval: bool | None = (
+        None  # COCO's restval images into train; None: the dataset's default (on for COCO)
+    )
+    max_missing: float = 0.01  # refuse a dataset (or feature file) missing more than this share of its images
+    features: str | None = (
+        None  # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
+    )
+    mirror_features: str | None = (
+        None  # stored features of the training images flipped left to right: each caption is trained on twice, once mirrored
+    )
+    encoder: str = (
+        "scene_cnn"  # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
+    )
     encoder_weights: str | None = None
     fine_tune: int = 0
     grid: int = 14
-    image_size: int | None = None       # backbone input side in pixels; None: the encoder's own, or what stored features were made at
+    image_size: int | None = (
+        None  # backbone input side in pixels; None: the encoder's own, or what stored features were made at
+    )
     feature_dim: int = 128
     embed_dim: int = 512
     hidden_dim: int = 512
     attention_dim: int = 512
     dropout: float = 0.5
-    model_kwargs: dict = field(default_factory=dict)   # model-specific, e.g. alpha_c, uniform_attention
+    model_kwargs: dict = field(
+        default_factory=dict
+    )  # model-specific, e.g. alpha_c, uniform_attention
     lr: float = 4e-4
-    optimizer: str = "adam"             # adam | rmsprop (Graves 2013's centred form with momentum: how Xu et al. 2015 trained Flickr8k)
+    optimizer: str = "adam"  # adam | rmsprop (Graves 2013's centred form with momentum: how Xu et al. 2015 trained Flickr8k)
     warmup: int = 100
     batch_size: int = 32
-    length_pool: int = 0                # > 1: each batch from captions of similar length, sorted within pools of this many batches (less padding)
-    steps: int = 0                      # 0: use epochs
+    length_pool: int = 0  # > 1: each batch from captions of similar length, sorted within pools of this many batches (less padding)
+    steps: int = 0  # 0: use epochs
     epochs: int = 1
     clip: float = 5.0
-    ema: float = 0.0                    # decay d of an exponential moving average of the weights, which validation and best.pt use; 0: off
+    ema: float = 0.0  # decay d of an exponential moving average of the weights, which validation and best.pt use; 0: off
     seed: int = 0
     amp: bool = False
-    amp_dtype: str = "auto"             # with amp: auto (bf16 where the device has it, else fp16 with loss scaling) | bf16 | fp16
+    amp_dtype: str = "auto"  # with amp: auto (bf16 where the device has it, else fp16 with loss scaling) | bf16 | fp16
     num_workers: int = 0
     val_every: int = 500
     ckpt_every: int = 500
-    patience: int = 0                   # validations without CIDEr improvement before stopping; 0 = never
-    keep_validated: bool = False        # also keep every validated checkpoint as val_step<N>.pt, to select on other metrics later
+    patience: int = (
+        0  # validations without CIDEr improvement before stopping; 0 = never
+    )
+    keep_validated: bool = False  # also keep every validated checkpoint as val_step<N>.pt, to select on other metrics later
     val_beam: int = 1
     max_len: int = 20
-    time_budget: float = 0.0            # minutes; 0 = none
-    n_train: int = 8000                 # scenes only
+    time_budget: float = 0.0  # minutes; 0 = none
+    n_train: int = 8000  # scenes only
     n_val: int = 200
     n_test: int = 1000
-    min_count: int = 5                  # vocabulary threshold (scenes use 1)
-    scst: bool = False                  # self-critical sequence training (CIDEr-D reward) instead of cross-entropy
-    scst_baseline: str = "greedy"       # greedy | mean (of the other samples of the same image)
-    scst_samples: int = 1               # captions sampled per image
-    scst_temperature: float = 1.0       # sample from p^(1/T) (REINFORCE with log p_T); < 1 sharpens
-    scst_dropout: bool = True           # sample with dropout on (training mode); False: with the test-time network
-    init_from: str | None = None        # checkpoint to start from (SCST continues a cross-entropy model)
+    min_count: int = 5  # vocabulary threshold (scenes use 1)
+    scst: bool = False  # self-critical sequence training (CIDEr-D reward) instead of cross-entropy
+    scst_baseline: str = (
+        "greedy"  # greedy | mean (of the other samples of the same image)
+    )
+    scst_samples: int = 1  # captions sampled per image
+    scst_temperature: float = (
+        1.0  # sample from p^(1/T) (REINFORCE with log p_T); < 1 sharpens
+    )
+    scst_dropout: bool = True  # sample with dropout on (training mode); False: with the test-time network
+    init_from: str | None = (
+        None  # checkpoint to start from (SCST continues a cross-entropy model)
+    )
 
     def __post_init__(self):
         "Refuse values outside their range (the same rule as the command's flags, which argparse applies first), naming the field."
         for name, rng in CONFIG_RANGES.items():
             v = getattr(self, name)
-            if v is not None or name != "image_size": rng.check(v, name)
+            if v is not None or name != "image_size":
+                rng.check(v, name)
         for name, allowed in CONFIG_CHOICES.items():
             if getattr(self, name) not in allowed:
-                raise InputError(f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}")
+                raise InputError(
+                    f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}"
+                )
         if not isinstance(self.model_kwargs, dict):
-            raise InputError(f"model_kwargs (--model-kwargs) must be a JSON object of options, not {self.model_kwargs!r}")
+            raise InputError(
+                f"model_kwargs (--model-kwargs) must be a JSON object of options, not {self.model_kwargs!r}"
+            )
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
         names = {f.name for f in fields(cls)}
         unknown = set(d) - names
-        if unknown: raise ValueError(f"unknown configuration keys {sorted(unknown)}")
+        if unknown:
+            raise ValueError(f"unknown configuration keys {sorted(unknown)}")
         return cls(**d)
 
 # %% ../nbs/12_training.ipynb #44dcda6a
 def scenes_config(**kw) -> TrainConfig:
     "Defaults for the synthetic scenes on a CPU."
-    base = dict(data="scenes", encoder="scene_cnn", grid=16, feature_dim=128, embed_dim=128, hidden_dim=256, attention_dim=128,
-                dropout=0.1, lr=2e-3, batch_size=32, min_count=1, max_len=20, val_every=300, ckpt_every=300,
-                model_kwargs={"alpha_c": 0.0})   # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
+    base = dict(
+        data="scenes",
+        encoder="scene_cnn",
+        grid=16,
+        feature_dim=128,
+        embed_dim=128,
+        hidden_dim=256,
+        attention_dim=128,
+        dropout=0.1,
+        lr=2e-3,
+        batch_size=32,
+        min_count=1,
+        max_len=20,
+        val_every=300,
+        ckpt_every=300,
+        model_kwargs={"alpha_c": 0.0},
+    )  # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
     # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap attention correctness near 0.5)
-    if kw.get("model") == "butd": base["encoder"] = "scene_regions"      # bottom-up regions: the objects' boxes + distractors
-    if kw.get("model") == "hard":     # beyond the paper (notebook 07b): λ_r 0.1; 300 steps on Σ α a first; s̃_t credited with G_t
-        base["model_kwargs"] = {**base["model_kwargs"], "lambda_r": 0.1, "expected_warmup": 300, "credit": "reward_to_go"}
-        base["lr"] = 4e-3             # twice the others': it needs the most steps of the captioners (notebook 07b)
-    if kw.get("model") == "adaptive": # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
+    if kw.get("model") == "butd":
+        base["encoder"] = (
+            "scene_regions"  # bottom-up regions: the objects' boxes + distractors
+        )
+    if (
+        kw.get("model") == "hard"
+    ):  # beyond the paper (notebook 07b): λ_r 0.1; 300 steps on Σ α a first; s̃_t credited with G_t
+        base["model_kwargs"] = {
+            **base["model_kwargs"],
+            "lambda_r": 0.1,
+            "expected_warmup": 300,
+            "credit": "reward_to_go",
+        }
+        base["lr"] = (
+            4e-3  # twice the others': it needs the most steps of the captioners (notebook 07b)
+        )
+    if (
+        kw.get("model") == "adaptive"
+    ):  # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
         base["model_kwargs"] = {**base["model_kwargs"], "sentinel_warmup": 300}
-    if kw.get("model") == "transformer":   # 4 heads of 32; no encoder layer over the 256 cells (it would cost 4× the step); the others' 2e-3
-        base["model_kwargs"] = {**base["model_kwargs"], "heads": 4, "encoder_layers": 0}   # (5e-4: BLEU-4 69.3, bench/RESULTS.md)
+    if (
+        kw.get("model") == "transformer"
+    ):  # 4 heads of 32; no encoder layer over the 256 cells (it would cost 4× the step); the others' 2e-3
+        base["model_kwargs"] = {
+            **base["model_kwargs"],
+            "heads": 4,
+            "encoder_layers": 0,
+        }  # (5e-4: BLEU-4 69.3, bench/RESULTS.md)
     base.update(kw)
     return TrainConfig(**base)
 
 # %% ../nbs/12_training.ipynb #d5609972
 def captioner_class(name: str):
     "The captioner class registered under `name` (imported on first use)."
-    if name not in CAPTIONERS: raise ValueError(f"unknown model {name!r}; choose from {sorted(CAPTIONERS)}")
+    if name not in CAPTIONERS:
+        raise ValueError(f"unknown model {name!r}; choose from {sorted(CAPTIONERS)}")
     mod, cls = CAPTIONERS[name].split(":")
-    try: return getattr(importlib.import_module(mod), cls)
-    except (ImportError, AttributeError) as e: raise ValueError(f"model {name!r} is not available in this version ({e})") from None
+    try:
+        return getattr(importlib.import_module(mod), cls)
+    except (ImportError, AttributeError) as e:
+        raise ValueError(
+            f"model {name!r} is not available in this version ({e})"
+        ) from None
+
 
 def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Module]:
     "Encoder and captioner for a configuration (the identity encoder when training reads stored features)."
-    if cfg.features: enc = PrecomputedFeatures(cfg.feature_dim, cfg.grid)
-    else: enc = build_encoder(cfg.encoder, cfg.feature_dim, cfg.encoder_weights, cfg.grid, cfg.fine_tune)
+    if cfg.features:
+        enc = PrecomputedFeatures(cfg.feature_dim, cfg.grid)
+    else:
+        enc = build_encoder(
+            cfg.encoder, cfg.feature_dim, cfg.encoder_weights, cfg.grid, cfg.fine_tune
+        )
     dim = getattr(enc, "feature_dim", cfg.feature_dim)
-    try: model = captioner_class(cfg.model)(vocab_size, dim, embed_dim=cfg.embed_dim, hidden_dim=cfg.hidden_dim,
-                                            attention_dim=cfg.attention_dim, dropout=cfg.dropout, **cfg.model_kwargs)
-    except TypeError as e:            # an option the model does not have (a typo in --model-kwargs)
-        raise InputError(f"--model-kwargs {json.dumps(cfg.model_kwargs)}: {cfg.model} does not take that ({e})") from None
+    try:
+        model = captioner_class(cfg.model)(
+            vocab_size,
+            dim,
+            embed_dim=cfg.embed_dim,
+            hidden_dim=cfg.hidden_dim,
+            attention_dim=cfg.attention_dim,
+            dropout=cfg.dropout,
+            **cfg.model_kwargs,
+        )
+    except (
+        TypeError
+    ) as e:  # an option the model does not have (a typo in --model-kwargs)
+        raise InputError(
+            f"--model-kwargs {json.dumps(cfg.model_kwargs)}: {cfg.model} does not take that ({e})"
+        ) from None
     return enc, model
+
 
 def input_size(cfg: TrainConfig) -> int:
     "The side in pixels the backbone gets: `cfg.image_size` (from the feature file when trained on one), else the encoder's own."
     return cfg.image_size or encoder_image_size(cfg.encoder)
 
+
 def transform_for(cfg: TrainConfig):
     "Image → tensor for the configured encoder; None when the inputs are stored features."
-    if cfg.features: return None
+    if cfg.features:
+        return None
     if cfg.image_size and cfg.encoder in ("scene_cnn", "scene_regions"):
-        raise ValueError(f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as they are; image_size is for image backbones")
-    return scene_transform if cfg.encoder == "scene_cnn" else image_transform(input_size(cfg))
+        raise ValueError(
+            f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as they are; image_size is for image backbones"
+        )
+    return (
+        scene_transform
+        if cfg.encoder == "scene_cnn"
+        else image_transform(input_size(cfg))
+    )
 
-def load_records(cfg: TrainConfig, report: dict | None = None) -> dict[str, list[ImageRecord]]:
+
+def load_records(
+    cfg: TrainConfig, report: dict | None = None
+) -> dict[str, list[ImageRecord]]:
     "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
     if cfg.data == "scenes":
         from sat_tutorial.scenes import scene_splits
+
         splits = scene_splits(cfg.n_train, cfg.n_val, cfg.n_test, seed=cfg.seed)
-        if cfg.encoder == "scene_regions":                                # region boxes for the bottom-up encoder (notebook 11)
+        if (
+            cfg.encoder == "scene_regions"
+        ):  # region boxes for the bottom-up encoder (notebook 11)
             from sat_tutorial.butd import add_scene_regions
+
             splits = {s: add_scene_regions(r, seed=cfg.seed) for s, r in splits.items()}
         return splits
     # with stored features the image files are not needed: the feature file says which images it has
-    return load_dataset(cfg.data, cfg.data_dir, cfg.restval, check_files=not cfg.features, max_missing=cfg.max_missing, report=report)
+    return load_dataset(
+        cfg.data,
+        cfg.data_dir,
+        cfg.restval,
+        check_files=not cfg.features,
+        max_missing=cfg.max_missing,
+        report=report,
+    )
 
 # %% ../nbs/12_training.ipynb #c87668f8
 def feature_file(cfg: TrainConfig, split: str, mirrored: bool = False) -> Path:
@@ -186,127 +349,289 @@ def feature_file(cfg: TrainConfig, split: str, mirrored: bool = False) -> Path:
     f = cfg.mirror_features if mirrored else cfg.features
     return Path(f.format(split=split) if "{split}" in f else f).expanduser()
 
-def open_features(cfg: TrainConfig, records: dict, report: dict | None = None, mirrored: bool = False) -> dict[str, FeatureStore]:
+
+def open_features(
+    cfg: TrainConfig, records: dict, report: dict | None = None, mirrored: bool = False
+) -> dict[str, FeatureStore]:
     "Open and check the feature file of every split of `records` (which loses its images without features, counted); `mirrored`: `cfg.mirror_features`."
     stores, by_path = {}, {}
     expect = {"backbone": cfg.encoder, "grid": cfg.grid, "dataset": cfg.data}
-    if cfg.encoder_weights is not None: expect["weights"] = cfg.encoder_weights
-    if cfg.image_size is not None: expect["image_size"] = cfg.image_size
+    if cfg.encoder_weights is not None:
+        expect["weights"] = cfg.encoder_weights
+    if cfg.image_size is not None:
+        expect["image_size"] = cfg.image_size
     for split, recs in records.items():
-        if not recs: continue
+        if not recs:
+            continue
         path = feature_file(cfg, split, mirrored)
         if path not in by_path:
             st = by_path[path] = FeatureStore(path)
-            try: st.check(**expect)
-            except ValueError as e: raise ValueError(f"{e} (set --encoder/--grid to what made the features, or extract them again)") from None
+            try:
+                st.check(**expect)
+            except ValueError as e:
+                raise ValueError(
+                    f"{e} (set --encoder/--grid to what made the features, or extract them again)"
+                ) from None
             if bool(st.meta.get("mirrored", False)) != mirrored:
-                raise ValueError(f"{path} holds features of the images {'flipped left to right' if not mirrored else 'as they are'}: "
-                                 + ("pass it as --mirror-features, not --features" if not mirrored else
-                                    "--mirror-features wants a file made by extract-features --mirror"))
+                raise ValueError(
+                    f"{path} holds features of the images {'flipped left to right' if not mirrored else 'as they are'}: "
+                    + (
+                        "pass it as --mirror-features, not --features"
+                        if not mirrored
+                        else "--mirror-features wants a file made by extract-features --mirror"
+                    )
+                )
         st = by_path[path]
         absent = [r.filename for r in recs if r.filename not in st.row]
-        failed = [r.filename for r in recs if r.filename in st.row and st.failed[st.row[r.filename]]]
+        failed = [
+            r.filename
+            for r in recs
+            if r.filename in st.row and st.failed[st.row[r.filename]]
+        ]
         if absent or failed:
             n, ex = len(absent) + len(failed), ", ".join((absent + failed)[:5])
-            msg = (f"{n} of {len(recs)} {split} images have no features in {path} ({len(absent)} not in the file, "
-                   f"{len(failed)} unreadable at extraction; first: {ex})")
+            msg = (
+                f"{n} of {len(recs)} {split} images have no features in {path} ({len(absent)} not in the file, "
+                f"{len(failed)} unreadable at extraction; first: {ex})"
+            )
             if n > cfg.max_missing * len(recs):
-                raise ValueError(f"{msg}: more than max_missing={cfg.max_missing:.0%}; was the file extracted for this dataset and split?")
+                raise ValueError(
+                    f"{msg}: more than max_missing={cfg.max_missing:.0%}; was the file extracted for this dataset and split?"
+                )
             warnings.warn(f"{msg}; they are skipped", stacklevel=2)
             skip = set(absent + failed)
             records[split] = [r for r in recs if r.filename not in skip]
-            if report is not None: report["images_without_features"] = report.get("images_without_features", 0) + n
+            if report is not None:
+                report["images_without_features"] = (
+                    report.get("images_without_features", 0) + n
+                )
         stores[split] = st
     dims = {st.shape[1:] for st in by_path.values()}
-    if len(dims) > 1: raise ValueError(f"the feature files of the splits have different shapes {sorted(dims)}")
+    if len(dims) > 1:
+        raise ValueError(
+            f"the feature files of the splits have different shapes {sorted(dims)}"
+        )
     return stores
+
 
 def build_vocab(cfg: TrainConfig, records: dict) -> Vocab:
     "The words of the training captions seen at least `cfg.min_count` times; with mirrored images, closed under the swap (with 'left', 'right')."
-    vocab = Vocab.build((c for r in records["train"] for c in r.captions), min_count=cfg.min_count)
-    if not cfg.mirror_features: return vocab
-    return Vocab(vocab.itos + [m for w, m in MIRROR_WORDS.items() if w in vocab.stoi and m not in vocab.stoi])
+    vocab = Vocab.build(
+        (c for r in records["train"] for c in r.captions), min_count=cfg.min_count
+    )
+    if not cfg.mirror_features:
+        return vocab
+    return Vocab(
+        vocab.itos
+        + [
+            m
+            for w, m in MIRROR_WORDS.items()
+            if w in vocab.stoi and m not in vocab.stoi
+        ]
+    )
 
-def _load_either(plain: FeatureStore, mirrored: FeatureStore, r: ImageRecord) -> torch.Tensor:
+
+def _load_either(
+    plain: FeatureStore, mirrored: FeatureStore, r: ImageRecord
+) -> torch.Tensor:
     "A record's features from the store of its image or of the mirror image (a function, not a lambda: DataLoader workers pickle it)."
     return (mirrored if r.extra.get("mirrored") else plain).load_record(r)
 
-def training_set(cfg: TrainConfig, records: dict, stores: dict, vocab: Vocab, report: dict | None = None) -> CaptionDataset:
+
+def training_set(
+    cfg: TrainConfig,
+    records: dict,
+    stores: dict,
+    vocab: Vocab,
+    report: dict | None = None,
+) -> CaptionDataset:
     """The training items: each caption (each image, for self-critical training) with its image or stored features, and with
     `cfg.mirror_features` each once more with the mirrored image's features and its words "left" and "right" swapped."""
-    train, load = records["train"], ({"loader": stores["train"].load_record} if cfg.features else {})
+    train, load = (
+        records["train"],
+        ({"loader": stores["train"].load_record} if cfg.features else {}),
+    )
     if cfg.mirror_features:
-        if not cfg.features: raise ValueError("mirror_features are stored features; they need features (the same backbone's, of the images as they are)")
+        if not cfg.features:
+            raise ValueError(
+                "mirror_features are stored features; they need features (the same backbone's, of the images as they are)"
+            )
         mirrored = {"train": [mirror_record(r) for r in train]}
         mstore = open_features(cfg, mirrored, report, mirrored=True)["train"]
         train = train + mirrored["train"]
         load = {"loader": functools.partial(_load_either, stores["train"], mstore)}
-    return CaptionDataset(train, vocab, transform_for(cfg), max_len=cfg.max_len, per_caption=not cfg.scst, **load)
+    return CaptionDataset(
+        train,
+        vocab,
+        transform_for(cfg),
+        max_len=cfg.max_len,
+        per_caption=not cfg.scst,
+        **load,
+    )
 
 # %% ../nbs/12_training.ipynb #e48d8019
 class EpochSampler(Sampler):
     "A permutation of range(n) fixed by (seed, epoch), from position `start`."
+
     def __init__(self, n: int, seed: int, epoch: int, start: int = 0):
         self.n, self.seed, self.epoch, self.start = n, seed, epoch, start
+
     def generator(self) -> torch.Generator:
         "The generator of this epoch, before it draws the permutation."
         return torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+
     def order(self, g: torch.Generator | None = None) -> list[int]:
         return torch.randperm(self.n, generator=g or self.generator()).tolist()
-    def __iter__(self): return iter(self.order()[self.start:])
-    def __len__(self): return self.n - self.start
+
+    def __iter__(self):
+        return iter(self.order()[self.start :])
+
+    def __len__(self):
+        return self.n - self.start
+
 
 class EpochBatches(Sampler):
     """The batches of an `EpochSampler` order from batch `start`; process `rank` of `world` gets items rank, rank+world, … of each.
     With `lengths` and `pool` > 1, each run of `pool` batches of the order is sorted by length before it is cut, and the batches are then shuffled."""
-    def __init__(self, n: int, batch_size: int, seed: int, epoch: int, start: int = 0, rank: int = 0, world: int = 1,
-                 lengths: Sequence[int] | None = None, pool: int = 0):
-        if lengths is not None and len(lengths) != n: raise ValueError(f"lengths has {len(lengths)} entries for {n} items")
-        self.n, self.bs, self.seed, self.epoch, self.start, self.rank, self.world = n, batch_size, seed, epoch, start, rank, world
+
+    def __init__(
+        self,
+        n: int,
+        batch_size: int,
+        seed: int,
+        epoch: int,
+        start: int = 0,
+        rank: int = 0,
+        world: int = 1,
+        lengths: Sequence[int] | None = None,
+        pool: int = 0,
+    ):
+        if lengths is not None and len(lengths) != n:
+            raise ValueError(f"lengths has {len(lengths)} entries for {n} items")
+        self.n, self.bs, self.seed, self.epoch, self.start, self.rank, self.world = (
+            n,
+            batch_size,
+            seed,
+            epoch,
+            start,
+            rank,
+            world,
+        )
         self.lengths, self.pool = lengths, pool
+
     def batches(self) -> list[list[int]]:
         "Every batch of the epoch, in order (the same for every process)."
         sampler = EpochSampler(self.n, self.seed, self.epoch)
-        g = sampler.generator(); order = sampler.order(g)
-        if self.lengths is None or self.pool <= 1: return [order[i:i + self.bs] for i in range(0, self.n, self.bs)]
-        span = self.pool * self.bs                                 # sorted() is stable: equal lengths keep the random order
-        order = [i for k in range(0, self.n, span) for i in sorted(order[k:k + span], key=self.lengths.__getitem__)]
-        batches = [order[i:i + self.bs] for i in range(0, self.n, self.bs)]
-        return [batches[j] for j in torch.randperm(len(batches), generator=g).tolist()]   # g continues: no short-first epoch
-    def __iter__(self):
-        for b in self.batches()[self.start:]: yield b[self.rank::self.world]
-    def __len__(self): return max(0, math.ceil(self.n / self.bs) - self.start)
+        g = sampler.generator()
+        order = sampler.order(g)
+        if self.lengths is None or self.pool <= 1:
+            return [order[i : i + self.bs] for i in range(0, self.n, self.bs)]
+        span = (
+            self.pool * self.bs
+        )  # sorted() is stable: equal lengths keep the random order
+        order = [
+            i
+            for k in range(0, self.n, span)
+            for i in sorted(order[k : k + span], key=self.lengths.__getitem__)
+        ]
+        batches = [order[i : i + self.bs] for i in range(0, self.n, self.bs)]
+        return [
+            batches[j] for j in torch.randperm(len(batches), generator=g).tolist()
+        ]  # g continues: no short-first epoch
 
+    def __iter__(self):
+        for b in self.batches()[self.start :]:
+            yield b[self.rank :: self.world]
+
+    def __len__(self):
+        return max(0, math.ceil(self.n / self.bs) - self.start)
 
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()
-def generate(encoder, model, records: Sequence[ImageRecord], transform, vocab: Vocab, beam_size: int = 3,
-             max_len: int = 20, batch_size: int = 100, device="cpu", progress: bool = False, loader=None, suppress=(),
-             length_norm: float = 0.0):
+def generate(
+    encoder,
+    model,
+    records: Sequence[ImageRecord],
+    transform,
+    vocab: Vocab,
+    beam_size: int = 3,
+    max_len: int = 20,
+    batch_size: int = 100,
+    device="cpu",
+    progress: bool = False,
+    loader=None,
+    suppress=(),
+    length_norm: float = 0.0,
+):
     "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read. `suppress`: ids never emitted and `length_norm`: as `decoding.decode` (notebook 08)."
     from tqdm.auto import tqdm
     from sat_tutorial.data import ImageError
+
     loader = loader or default_loader
-    encoder.eval().to(device); model.eval().to(device)
+    encoder.eval().to(device)
+    model.eval().to(device)
     caps, kept = [], []
-    for i in tqdm(range(0, len(records), batch_size), disable=not progress, desc="decode", unit="batch"):
+    for i in tqdm(
+        range(0, len(records), batch_size),
+        disable=not progress,
+        desc="decode",
+        unit="batch",
+    ):
         xs, rs = [], []
-        for r in records[i:i + batch_size]:
-            try: x = loader(r); xs.append(transform(x) if transform is not None else x); rs.append(r)
-            except ImageError as e: warnings.warn(f"skipped in evaluation: {e}")
-        if not xs: continue
-        boxes = torch.stack([torch.as_tensor(r.extra["regions"], dtype=torch.float32) for r in rs]) if "regions" in rs[0].extra else None
+        for r in records[i : i + batch_size]:
+            try:
+                x = loader(r)
+                xs.append(transform(x) if transform is not None else x)
+                rs.append(r)
+            except ImageError as e:
+                warnings.warn(f"skipped in evaluation: {e}")
+        if not xs:
+            continue
+        boxes = (
+            torch.stack(
+                [torch.as_tensor(r.extra["regions"], dtype=torch.float32) for r in rs]
+            )
+            if "regions" in rs[0].extra
+            else None
+        )
         feats = encode(encoder, torch.stack(xs), boxes, device)
         caps += decode(model, feats, beam_size, max_len, suppress, length_norm)
         kept += rs
     return caps, kept
 
-def evaluate(encoder, model, records, transform, vocab: Vocab, beam_size: int = 3, max_len: int = 20, device="cpu",
-             meteor: bool = True, progress: bool = False, loader=None, suppress=(), length_norm: float = 0.0) -> tuple[dict, dict]:
+
+def evaluate(
+    encoder,
+    model,
+    records,
+    transform,
+    vocab: Vocab,
+    beam_size: int = 3,
+    max_len: int = 20,
+    device="cpu",
+    meteor: bool = True,
+    progress: bool = False,
+    loader=None,
+    suppress=(),
+    length_norm: float = 0.0,
+) -> tuple[dict, dict]:
     "Metrics of the model's captions for `records` (and attention correctness where objects are known), and the captions by file name."
-    caps, kept = generate(encoder, model, records, transform, vocab, beam_size, max_len, device=device, progress=progress, loader=loader,
-                          suppress=suppress, length_norm=length_norm)
+    caps, kept = generate(
+        encoder,
+        model,
+        records,
+        transform,
+        vocab,
+        beam_size,
+        max_len,
+        device=device,
+        progress=progress,
+        loader=loader,
+        suppress=suppress,
+        length_norm=length_norm,
+    )
     return caption_metrics(caps, kept, vocab, meteor)
+
 
 def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict, dict]:
     "`evaluate`'s metrics and captions by file name, from the captions and records `generate` returned."
@@ -315,14 +640,30 @@ def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict
     ac = []
     for r, c in zip(kept, caps):
         objs = r.extra.get("objects")
-        if not objs or not len(c.tokens): continue
+        if not objs or not len(c.tokens):
+            continue
         from sat_tutorial.scenes import ground_tokens
-        if "regions" in r.extra: cells = torch.as_tensor(r.extra["regions"], dtype=torch.float64)     # attention over regions
-        else:                                                                                            # over a square grid
+
+        if "regions" in r.extra:
+            cells = torch.as_tensor(
+                r.extra["regions"], dtype=torch.float64
+            )  # attention over regions
+        else:  # over a square grid
             g = int(round(math.sqrt(c.attn.shape[1])))
-            H, W = (r.array.shape[:2] if r.array is not None else (r.extra["height"], r.extra["width"]))
+            H, W = (
+                r.array.shape[:2]
+                if r.array is not None
+                else (r.extra["height"], r.extra["width"])
+            )
             cells = grid_boxes(g, g, H, W)
-        ac.append(attention_correctness(c.attn, ground_tokens(vocab.decode(c.tokens), objs), r.extra["boxes"], cells))
+        ac.append(
+            attention_correctness(
+                c.attn,
+                ground_tokens(vocab.decode(c.tokens), objs),
+                r.extra["boxes"],
+                cells,
+            )
+        )
     if ac:
         ac = torch.cat(ac)
         out["attention_correctness"] = float(ac.mean()) if len(ac) else float("nan")
@@ -335,7 +676,12 @@ def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict
 def checkpoint_config(ck: dict) -> TrainConfig:
     "A checkpoint's run configuration; scene-CNN runs from before the grid option recorded the unused default 14 and were 8×8."
     cfg = TrainConfig.from_dict(ck["config"])
-    return replace(cfg, grid=8) if cfg.encoder == "scene_cnn" and cfg.grid not in (8, 16) else cfg
+    return (
+        replace(cfg, grid=8)
+        if cfg.encoder == "scene_cnn" and cfg.grid not in (8, 16)
+        else cfg
+    )
+
 
 def load_checkpoint_model(path, device="cpu", live: bool = False):
     "Encoder, captioner, vocabulary and config from a checkpoint (weights only, no pickled code); `live`: the training weights, not their average."
@@ -343,36 +689,66 @@ def load_checkpoint_model(path, device="cpu", live: bool = False):
     if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
     if live and "train_model" not in ck:
-        raise ValueError(f"{path} holds one set of weights (its run had no ema average), so there are no separate live weights to load")
+        raise ValueError(
+            f"{path} holds one set of weights (its run had no ema average), so there are no separate live weights to load"
+        )
     try:
         cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
-        encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))   # all weights come from the checkpoint
+        encoder, model = build_models(
+            replace(cfg, encoder_weights=None), len(vocab)
+        )  # all weights come from the checkpoint
         pre = "train_" if live else ""
-        encoder.load_state_dict(ck[pre + "encoder"]); model.load_state_dict(ck[pre + "model"])
-    except (KeyError, TypeError, RuntimeError, ValueError) as e:    # a damaged or hand-made file that claims the format
-        raise InputError(f"{path} is not a complete sat_tutorial captioner checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+        encoder.load_state_dict(ck[pre + "encoder"])
+        model.load_state_dict(ck[pre + "model"])
+    except (
+        KeyError,
+        TypeError,
+        RuntimeError,
+        ValueError,
+    ) as e:  # a damaged or hand-made file that claims the format
+        raise InputError(
+            f"{path} is not a complete sat_tutorial captioner checkpoint ({type(e).__name__}: {str(e)[:200]})"
+        ) from None
     return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
 
-ENSEMBLE_SHARED = ("data", "encoder", "encoder_weights", "features", "grid", "image_size", "feature_dim")   # what decides the annotations
+
+ENSEMBLE_SHARED = (
+    "data",
+    "encoder",
+    "encoder_weights",
+    "features",
+    "grid",
+    "image_size",
+    "feature_dim",
+)  # what decides the annotations
+
 
 def load_ensemble(paths: Sequence, device="cpu", live: bool = False):
     """`load_checkpoint_model` for one checkpoint; for several, the first one's encoder, vocabulary and config, and a `decoding.Ensemble`
     of the captioners. They must read the same annotations (same data, backbone, stored features or frozen encoder weights) and
     share a vocabulary; otherwise a ValueError names the checkpoint and what differs."""
-    if not len(paths): raise ValueError("load_ensemble needs at least one checkpoint")
+    if not len(paths):
+        raise ValueError("load_ensemble needs at least one checkpoint")
     loaded = [load_checkpoint_model(p, device, live) for p in paths]
-    if len(loaded) == 1: return loaded[0]
+    if len(loaded) == 1:
+        return loaded[0]
     enc0, _, vocab0, cfg0 = loaded[0]
     for p, (enc, _, vocab, cfg) in zip(paths[1:], loaded[1:]):
         if vocab != vocab0:
-            raise ValueError(f"{p} has another vocabulary than {paths[0]} ({len(vocab)} and {len(vocab0)} words): "
-                             "an ensemble averages word distributions over one vocabulary")
+            raise ValueError(
+                f"{p} has another vocabulary than {paths[0]} ({len(vocab)} and {len(vocab0)} words): "
+                "an ensemble averages word distributions over one vocabulary"
+            )
         for k in ENSEMBLE_SHARED:
             if getattr(cfg, k) != getattr(cfg0, k):
-                raise ValueError(f"{p} was trained with {k}={getattr(cfg, k)!r}, {paths[0]} with {k}={getattr(cfg0, k)!r}: "
-                                 "the members of an ensemble must read the same annotations")
+                raise ValueError(
+                    f"{p} was trained with {k}={getattr(cfg, k)!r}, {paths[0]} with {k}={getattr(cfg0, k)!r}: "
+                    "the members of an ensemble must read the same annotations"
+                )
         a, b = enc0.state_dict(), enc.state_dict()
         if a.keys() != b.keys() or any(not torch.equal(a[k], b[k]) for k in a):
-            raise ValueError(f"{p} and {paths[0]} have different encoder weights (a CNN trained or fine-tuned with its captioner): "
-                             "the members of an ensemble must read the same annotations")
+            raise ValueError(
+                f"{p} and {paths[0]} have different encoder weights (a CNN trained or fine-tuned with its captioner): "
+                "the members of an ensemble must read the same annotations"
+            )
     return enc0, Ensemble([m for _, m, _, _ in loaded]).to(device).eval(), vocab0, cfg0

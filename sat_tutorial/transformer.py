@@ -11,30 +11,45 @@ import torch
 import torch.nn as nn
 
 from .core import check_shape
-from .soft_attention import Captioner, caption_nll, doubly_stochastic_penalty, target_mask
+from sat_tutorial.soft_attention import (
+    Captioner,
+    caption_nll,
+    doubly_stochastic_penalty,
+    target_mask,
+)
 
 # %% auto #0
 __all__ = ['scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
            'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'TransformerCaptioner', 'PrefixRecompute']
 
 # %% ../nbs/15_transformer.ipynb #64e0311d
-def scaled_dot_product(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None):
+def scaled_dot_product(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+):
     "softmax(q kᵀ / √d_k + M) v for `q (…, T, d_k)`, `k (…, S, d_k)`, `v (…, S, d_v)`; `mask (T, S)` True where allowed. Returns `(…, T, d_v)`, weights `(…, T, S)`."
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])          # (…, T, S)
-    if mask is not None: scores = scores.masked_fill(~mask, float("-inf"))
-    w = scores.softmax(-1)                                               # (…, T, S): each row sums to 1
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (…, T, S)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = scores.softmax(-1)  # (…, T, S): each row sums to 1
     return w @ v, w
 
 # %% ../nbs/15_transformer.ipynb #5a517f26
 class MultiHeadAttention(nn.Module):
     "MultiHead(Q, K, V) = [head_1; …; head_h] W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."
+
     def __init__(self, d_model: int, heads: int, d_qk: int | None = None):
         "`d_qk` = h·d_k, the width of queries and keys (default d_model); values have d_v = d_model / h."
         super().__init__()
         d_qk = d_qk or d_model
-        if d_model % heads or d_qk % heads: raise ValueError(f"d_model {d_model} and d_qk {d_qk} must be multiples of heads {heads}")
+        if d_model % heads or d_qk % heads:
+            raise ValueError(
+                f"d_model {d_model} and d_qk {d_qk} must be multiples of heads {heads}"
+            )
         self.h = heads
-        self.W_q, self.W_k = nn.Linear(d_model, d_qk), nn.Linear(d_model, d_qk)   # every head's W_i^Q (W_i^K) side by side
+        self.W_q, self.W_k = (
+            nn.Linear(d_model, d_qk),
+            nn.Linear(d_model, d_qk),
+        )  # every head's W_i^Q (W_i^K) side by side
         self.W_v, self.W_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
@@ -45,40 +60,69 @@ class MultiHeadAttention(nn.Module):
         "Keys and values of `x (B, S, d_model)`, split into heads: `(B, h, S, d_k)`, `(B, h, S, d_v)`."
         return self.split(self.W_k(x)), self.split(self.W_v(x))
 
-    def forward(self, x: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None):
+    def forward(
+        self,
+        x: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ):
         "Queries from `x (B, T, d_model)` attend over `k`, `v` (from `kv`): output `(B, T, d_model)`, weights `(B, h, T, S)`."
-        out, w = scaled_dot_product(self.split(self.W_q(x)), k, v, mask)  # (B, h, T, d_v)
-        return self.W_o(out.transpose(1, 2).flatten(2)), w               # concatenate the heads, then W^O
+        out, w = scaled_dot_product(
+            self.split(self.W_q(x)), k, v, mask
+        )  # (B, h, T, d_v)
+        return self.W_o(
+            out.transpose(1, 2).flatten(2)
+        ), w  # concatenate the heads, then W^O
 
 # %% ../nbs/15_transformer.ipynb #16974e94
 def sinusoidal_encoding(n: int, d: int) -> torch.Tensor:
     "PE(pos, 2i) = sin(pos·ω_i), PE(pos, 2i+1) = cos(pos·ω_i), ω_i = 10000^(−2i/d), for pos < n: `(n, d)`, d even."
-    if d % 2: raise ValueError(f"the encoding's width must be even, got {d}")
-    pos = torch.arange(n, dtype=torch.float64)[:, None]                  # (n, 1)
-    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d) # (d/2,)
+    if d % 2:
+        raise ValueError(f"the encoding's width must be even, got {d}")
+    pos = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1)
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)  # (d/2,)
     pe = torch.zeros(n, d, dtype=torch.float64)
     pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * omega), torch.cos(pos * omega)
     return pe.float()
 
+
 def _rows_and_columns(r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
     "Cell (i, j) of a row-major grid gets [r_i; c_j]: `(rows, d_r)`, `(cols, d_c)` → `(rows·cols, d_r + d_c)`."
-    return torch.cat([r[:, None].expand(-1, len(c), -1), c[None].expand(len(r), -1, -1)], -1).flatten(0, 1)
+    return torch.cat(
+        [r[:, None].expand(-1, len(c), -1), c[None].expand(len(r), -1, -1)], -1
+    ).flatten(0, 1)
+
 
 def grid_encoding(rows: int, cols: int, d: int) -> torch.Tensor:
     "2-D sinusoidal encoding of a row-major `rows × cols` grid: d/2 channels for the row, d/2 for the column. `(rows·cols, d)`."
-    if d % 4: raise ValueError(f"a 2-D encoding's width must be a multiple of 4, got {d}")
-    return _rows_and_columns(sinusoidal_encoding(rows, d // 2), sinusoidal_encoding(cols, d // 2))
+    if d % 4:
+        raise ValueError(f"a 2-D encoding's width must be a multiple of 4, got {d}")
+    return _rows_and_columns(
+        sinusoidal_encoding(rows, d // 2), sinusoidal_encoding(cols, d // 2)
+    )
+
 
 class LearnedGridEncoding(nn.Module):
     "P_(i,j) = [E_row(i); E_col(j)]: one learned vector per row and one per column (grids up to `max_side`)."
+
     def __init__(self, d: int, max_side: int = 32):
         super().__init__()
-        self.rows, self.cols = nn.Embedding(max_side, d // 2), nn.Embedding(max_side, d - d // 2)
-        nn.init.normal_(self.rows.weight, std=0.02); nn.init.normal_(self.cols.weight, std=0.02)
+        self.rows, self.cols = (
+            nn.Embedding(max_side, d // 2),
+            nn.Embedding(max_side, d - d // 2),
+        )
+        nn.init.normal_(self.rows.weight, std=0.02)
+        nn.init.normal_(self.cols.weight, std=0.02)
 
     def forward(self, rows: int, cols: int) -> torch.Tensor:
-        if max(rows, cols) > self.rows.num_embeddings: raise ValueError(f"a {rows}×{cols} grid is larger than max_side {self.rows.num_embeddings}")
-        return _rows_and_columns(self.rows.weight[:rows], self.cols.weight[:cols])   # (rows·cols, d)
+        if max(rows, cols) > self.rows.num_embeddings:
+            raise ValueError(
+                f"a {rows}×{cols} grid is larger than max_side {self.rows.num_embeddings}"
+            )
+        return _rows_and_columns(
+            self.rows.weight[:rows], self.cols.weight[:cols]
+        )  # (rows·cols, d)
 
 # %% ../nbs/15_transformer.ipynb #61d34459
 def causal_mask(T: int, device=None) -> torch.Tensor:
@@ -88,93 +132,193 @@ def causal_mask(T: int, device=None) -> torch.Tensor:
 # %% ../nbs/15_transformer.ipynb #04d204ba
 class FeedForward(nn.Sequential):
     "FFN(x) = max(0, x W_1 + b_1) W_2 + b_2, applied to each position alone."
+
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
-        super().__init__(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout), nn.Linear(d_ff, d_model))
+        super().__init__(
+            nn.Linear(d_model, d_ff),
+            nn.ReLU(),
+            nn.Dropout(dropout),
+            nn.Linear(d_ff, d_model),
+        )
+
 
 class EncoderLayer(nn.Module):
     "Pre-norm encoder layer: x ← x + SelfAttn(LN(x)); x ← x + FFN(LN(x))."
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.0, d_qk: int | None = None):
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        d_qk: int | None = None,
+    ):
         super().__init__()
-        self.attn, self.ff = MultiHeadAttention(d_model, heads, d_qk), FeedForward(d_model, d_ff, dropout)
-        self.norm1, self.norm2, self.drop = nn.LayerNorm(d_model), nn.LayerNorm(d_model), nn.Dropout(dropout)
+        self.attn, self.ff = (
+            MultiHeadAttention(d_model, heads, d_qk),
+            FeedForward(d_model, d_ff, dropout),
+        )
+        self.norm1, self.norm2, self.drop = (
+            nn.LayerNorm(d_model),
+            nn.LayerNorm(d_model),
+            nn.Dropout(dropout),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.norm1(x)
         x = x + self.drop(self.attn(y, *self.attn.kv(y))[0])
         return x + self.drop(self.ff(self.norm2(x)))
 
+
 class DecoderLayer(nn.Module):
     "Pre-norm decoder layer: masked self-attention over the words so far, cross-attention over the image, FFN."
-    def __init__(self, d_model: int, heads: int, d_ff: int, dropout: float = 0.0, d_qk: int | None = None):
+
+    def __init__(
+        self,
+        d_model: int,
+        heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        d_qk: int | None = None,
+    ):
         super().__init__()
-        self.self_attn, self.cross = MultiHeadAttention(d_model, heads, d_qk), MultiHeadAttention(d_model, heads, d_qk)
+        self.self_attn, self.cross = (
+            MultiHeadAttention(d_model, heads, d_qk),
+            MultiHeadAttention(d_model, heads, d_qk),
+        )
         self.ff = FeedForward(d_model, d_ff, dropout)
-        self.norms, self.drop = nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)), nn.Dropout(dropout)
+        self.norms, self.drop = (
+            nn.ModuleList(nn.LayerNorm(d_model) for _ in range(3)),
+            nn.Dropout(dropout),
+        )
 
     def forward(self, x, cross_kv, past=None, mask=None):
         """`x (N, T, d)`: the new positions of N rows (k beams per image, N = k·B); `cross_kv`: the image's keys and values
         `(B, h, L, ·)`; `past`: self-attention keys and values of the earlier positions `(N, h, t, ·)`, or None.
         Returns x, the self-attention keys and values of every position so far, and the cross-attention weights `(N, h, T, L)`."""
         y = self.norms[0](x)
-        k, v = self.self_attn.kv(y)                                           # (N, h, T, ·): the new positions
-        if past is not None: k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)   # (N, h, t+T, ·)
+        k, v = self.self_attn.kv(y)  # (N, h, T, ·): the new positions
+        if past is not None:
+            k, v = (
+                torch.cat([past[0], k], 2),
+                torch.cat([past[1], v], 2),
+            )  # (N, h, t+T, ·)
         x = x + self.drop(self.self_attn(y, k, v, mask)[0])
         N, T, d = x.shape
         B = cross_kv[0].shape[0]
-        z, w = self.cross(self.norms[1](x).reshape(B, -1, d), *cross_kv)     # an image's k rows ask as k·T queries of that image
-        w = w.view(B, self.cross.h, N // B, T, -1).transpose(1, 2).reshape(N, self.cross.h, T, -1)   # (N, h, T, L)
+        z, w = self.cross(
+            self.norms[1](x).reshape(B, -1, d), *cross_kv
+        )  # an image's k rows ask as k·T queries of that image
+        w = (
+            w.view(B, self.cross.h, N // B, T, -1)
+            .transpose(1, 2)
+            .reshape(N, self.cross.h, T, -1)
+        )  # (N, h, T, L)
         x = x + self.drop(z.reshape(N, T, d))
         return x + self.drop(self.ff(self.norms[2](x))), (k, v), w
 
 # %% ../nbs/15_transformer.ipynb #05b050d6
 class TransformerCaptioner(Captioner):
     "A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the annotation vectors, a decoder with masked self-attention and cross-attention."
-    static_state = (2, 3)                                                    # every layer's cross-attention keys and values
-    def __init__(self, vocab_size: int, feature_dim: int, embed_dim: int = 512, hidden_dim: int = 512, attention_dim: int = 512,
-                 dropout: float = 0.1, heads: int = 8, layers: int = 3, encoder_layers: int = 1, position: str = "sinusoidal",
-                 max_len: int = 256, alpha_c: float = 0.0):
+
+    static_state = (2, 3)  # every layer's cross-attention keys and values
+
+    def __init__(
+        self,
+        vocab_size: int,
+        feature_dim: int,
+        embed_dim: int = 512,
+        hidden_dim: int = 512,
+        attention_dim: int = 512,
+        dropout: float = 0.1,
+        heads: int = 8,
+        layers: int = 3,
+        encoder_layers: int = 1,
+        position: str = "sinusoidal",
+        max_len: int = 256,
+        alpha_c: float = 0.0,
+    ):
         """d_model = `embed_dim`, d_ff = 4·`hidden_dim`, `attention_dim` = h·d_k; `position`: the grid's encoding, sinusoidal | learned | none.
         `alpha_c` λ: SAT's doubly stochastic penalty on the reported attention (not in the paper; 0: off)."""
         super().__init__()
-        if position not in ("sinusoidal", "learned", "none"): raise ValueError(f"position must be sinusoidal, learned or none, not {position!r}")
+        if position not in ("sinusoidal", "learned", "none"):
+            raise ValueError(
+                f"position must be sinusoidal, learned or none, not {position!r}"
+            )
         d = self.d_model = embed_dim
-        self.vocab_size, self.feature_dim, self.position, self.alpha_c = vocab_size, feature_dim, position, alpha_c
-        self.embed = nn.Embedding(vocab_size, d)                             # E
-        nn.init.normal_(self.embed.weight, std=d ** -0.5)                    # E y · √d starts with unit variance
+        self.vocab_size, self.feature_dim, self.position, self.alpha_c = (
+            vocab_size,
+            feature_dim,
+            position,
+            alpha_c,
+        )
+        self.embed = nn.Embedding(vocab_size, d)  # E
+        nn.init.normal_(
+            self.embed.weight, std=d**-0.5
+        )  # E y · √d starts with unit variance
         self.W_a = nn.Linear(feature_dim, d)
         self.grid_pos = LearnedGridEncoding(d) if position == "learned" else None
-        self.register_buffer("word_pos", sinusoidal_encoding(max_len, d), persistent=False)   # PE (max_len, d)
-        self.encoder = nn.ModuleList(EncoderLayer(d, heads, 4 * hidden_dim, dropout, attention_dim) for _ in range(encoder_layers))
-        self.decoder = nn.ModuleList(DecoderLayer(d, heads, 4 * hidden_dim, dropout, attention_dim) for _ in range(layers))
-        self.enc_norm, self.dec_norm, self.drop = nn.LayerNorm(d), nn.LayerNorm(d), nn.Dropout(dropout)
+        self.register_buffer(
+            "word_pos", sinusoidal_encoding(max_len, d), persistent=False
+        )  # PE (max_len, d)
+        self.encoder = nn.ModuleList(
+            EncoderLayer(d, heads, 4 * hidden_dim, dropout, attention_dim)
+            for _ in range(encoder_layers)
+        )
+        self.decoder = nn.ModuleList(
+            DecoderLayer(d, heads, 4 * hidden_dim, dropout, attention_dim)
+            for _ in range(layers)
+        )
+        self.enc_norm, self.dec_norm, self.drop = (
+            nn.LayerNorm(d),
+            nn.LayerNorm(d),
+            nn.Dropout(dropout),
+        )
         self.out = nn.Linear(d, vocab_size)
-        self.out.weight = self.embed.weight                                  # the output matrix is E
+        self.out.weight = self.embed.weight  # the output matrix is E
 
     def encode(self, feats: torch.Tensor) -> torch.Tensor:
         "The encoder over the annotation vectors: `(B, L, D)` → `(B, L, d)`; a square L is a grid and gets its 2-D encoding."
         x, side = self.W_a(feats), math.isqrt(feats.shape[1])
         if self.position != "none" and side * side == feats.shape[1]:
-            x = x + (self.grid_pos(side, side) if self.grid_pos is not None else grid_encoding(side, side, self.d_model).to(x))
+            x = x + (
+                self.grid_pos(side, side)
+                if self.grid_pos is not None
+                else grid_encoding(side, side, self.d_model).to(x)
+            )
         x = self.drop(x)
-        for layer in self.encoder: x = layer(x)
+        for layer in self.encoder:
+            x = layer(x)
         return self.enc_norm(x)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         "(self-attention keys, values `(B, layers, h, 0, ·)`, cross-attention keys, values `(B, layers, h, L, ·)`), the latter once per image."
         m = self.encode(feats)
-        K, V = (torch.stack(t, 1) for t in zip(*(layer.cross.kv(m) for layer in self.decoder)))
+        K, V = (
+            torch.stack(t, 1)
+            for t in zip(*(layer.cross.kv(m) for layer in self.decoder))
+        )
         return K[:, :, :, :0], V[:, :, :, :0], K, V
 
     def _words(self, words: torch.Tensor, start: int) -> torch.Tensor:
         "E y · √d + PE for `words (N, T)` at positions start … start + T − 1."
-        if start + words.shape[1] > len(self.word_pos): raise ValueError(f"captions longer than max_len {len(self.word_pos)}")
-        return self.drop(self.embed(words) * math.sqrt(self.d_model) + self.word_pos[start:start + words.shape[1]])
+        if start + words.shape[1] > len(self.word_pos):
+            raise ValueError(f"captions longer than max_len {len(self.word_pos)}")
+        return self.drop(
+            self.embed(words) * math.sqrt(self.d_model)
+            + self.word_pos[start : start + words.shape[1]]
+        )
 
     def _decode(self, x, K, V, past=None, mask=None):
         "Every decoder layer: output `(N, T, d)`, all positions' self-attention keys and values, cross-attention weights `(N, layers, h, T, L)`."
         kvw = []
         for i, layer in enumerate(self.decoder):
-            x, (k, v), w = layer(x, (K[:, i], V[:, i]), None if past is None else (past[0][:, i], past[1][:, i]), mask)
+            x, (k, v), w = layer(
+                x,
+                (K[:, i], V[:, i]),
+                None if past is None else (past[0][:, i], past[1][:, i]),
+                mask,
+            )
             kvw.append((k, v, w))
         return (self.dec_norm(x), *(torch.stack(t, 1) for t in zip(*kvw)))
 
@@ -183,7 +327,9 @@ class TransformerCaptioner(Captioner):
         check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         _, _, K, V = self.init_state(feats)
         T = captions.shape[1] - 1
-        x, _, _, w = self._decode(self._words(captions[:, :-1], 0), K, V, mask=causal_mask(T, feats.device))
+        x, _, _, w = self._decode(
+            self._words(captions[:, :-1], 0), K, V, mask=causal_mask(T, feats.device)
+        )
         return self.out(x), w
 
     def forward(self, feats, captions, lengths):
@@ -194,7 +340,9 @@ class TransformerCaptioner(Captioner):
     def step(self, words: torch.Tensor, state: tuple):
         "One word for each of N rows: log p `(N, V)`, the state with this position's keys and values appended, attention `(N, L)`."
         pk, pv, K, V = state
-        x, pk, pv, w = self._decode(self._words(words[:, None], pk.shape[3]), K, V, past=(pk, pv))
+        x, pk, pv, w = self._decode(
+            self._words(words[:, None], pk.shape[3]), K, V, past=(pk, pv)
+        )
         return self.out(x[:, 0]).log_softmax(-1), (pk, pv, K, V), w[:, -1, :, 0].mean(1)
 
     def loss(self, feats, captions, lengths):
@@ -202,25 +350,41 @@ class TransformerCaptioner(Captioner):
         logits, alpha = self(feats, captions, lengths)
         nll, n_words = caption_nll(logits, captions, lengths), (lengths - 1).sum()
         stats = {"nll": float(nll.detach().sum() / n_words)}
-        if not self.alpha_c: return nll.sum() / n_words, stats
+        if not self.alpha_c:
+            return nll.sum() / n_words, stats
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        return (nll.sum() + self.alpha_c * pen.sum()) / n_words, {**stats, "penalty": float(pen.detach().mean())}
+        return (nll.sum() + self.alpha_c * pen.sum()) / n_words, {
+            **stats,
+            "penalty": float(pen.detach().mean()),
+        }
 
 # %% ../nbs/15_transformer.ipynb #e26c4e7d
 class PrefixRecompute(nn.Module):
     "A `TransformerCaptioner` decoded without the self-attention cache: each step runs the decoder over the whole prefix. A reference for checks and timing."
+
     static_state = (1, 2)
+
     def __init__(self, model: TransformerCaptioner):
         super().__init__()
         self.model = model
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         _, _, K, V = self.model.init_state(feats)
-        return feats.new_zeros(feats.shape[0], 0, dtype=torch.long), K, V       # the words so far `(B, 0)`
+        return (
+            feats.new_zeros(feats.shape[0], 0, dtype=torch.long),
+            K,
+            V,
+        )  # the words so far `(B, 0)`
 
     def step(self, words: torch.Tensor, state: tuple):
         prefix, K, V = state
-        prefix = torch.cat([prefix, words[:, None]], 1)                         # (N, t)
+        prefix = torch.cat([prefix, words[:, None]], 1)  # (N, t)
         t = prefix.shape[1]
-        x, _, _, w = self.model._decode(self.model._words(prefix, 0), K, V, mask=causal_mask(t, prefix.device))
-        return self.model.out(x[:, -1]).log_softmax(-1), (prefix, K, V), w[:, -1, :, -1].mean(1)
+        x, _, _, w = self.model._decode(
+            self.model._words(prefix, 0), K, V, mask=causal_mask(t, prefix.device)
+        )
+        return (
+            self.model.out(x[:, -1]).log_softmax(-1),
+            (prefix, K, V),
+            w[:, -1, :, -1].mean(1),
+        )

@@ -1,4 +1,5 @@
 """Small fake datasets for the tests: Karpathy-format caption files with tiny images, and feature files for them."""
+
 import json
 from pathlib import Path
 
@@ -8,30 +9,54 @@ from PIL import Image
 from sat_tutorial.data import tokenize
 from sat_tutorial.feature_store import FeatureStore
 
-CAPTIONS = [["a red dog runs on grass", "a dog runs"], ["a blue cat sits on a mat", "a cat sits"],
-            ["two birds fly over water", "birds over the water"]]
+CAPTIONS = [
+    ["a red dog runs on grass", "a dog runs"],
+    ["a blue cat sits on a mat", "a cat sits"],
+    ["two birds fly over water", "birds over the water"],
+]
 
 
-def fake_dataset(root: Path, n: int = 40, name: str = "flickr8k", size: int = 32, seed: int = 0) -> Path:
+def fake_dataset(
+    root: Path, n: int = 40, name: str = "flickr8k", size: int = 32, seed: int = 0
+) -> Path:
     "n random images of size×size under root/name/images with a Karpathy split file (80% train, 10% val, 10% test)."
-    d = root / name; (d / "images").mkdir(parents=True)
+    d = root / name
+    (d / "images").mkdir(parents=True)
     rng = np.random.default_rng(seed)
     ims = []
     for i in range(n):
-        Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(d / "images" / f"{i:03d}.jpg")
+        Image.fromarray(rng.integers(0, 255, (size, size, 3), dtype=np.uint8)).save(
+            d / "images" / f"{i:03d}.jpg"
+        )
         split = "train" if i < 0.8 * n else "val" if i < 0.9 * n else "test"
-        ims.append({"filename": f"{i:03d}.jpg", "split": split,
-                    "sentences": [{"raw": c, "tokens": tokenize(c)} for c in CAPTIONS[i % len(CAPTIONS)]]})
+        ims.append(
+            {
+                "filename": f"{i:03d}.jpg",
+                "split": split,
+                "sentences": [
+                    {"raw": c, "tokens": tokenize(c)}
+                    for c in CAPTIONS[i % len(CAPTIONS)]
+                ],
+            }
+        )
     (d / f"dataset_{name}.json").write_text(json.dumps({"images": ims}))
     return d
 
 
-def fake_features(path: Path, keys, L: int = 4, D: int = 16, seed: int = 0, failed=(), **meta) -> Path:
+def fake_features(
+    path: Path, keys, L: int = 4, D: int = 16, seed: int = 0, failed=(), **meta
+) -> Path:
     "A complete feature file of random ReLU-like features for `keys`, made (says its metadata) by `meta`."
     rng = np.random.default_rng(seed)
     x = np.maximum(rng.normal(size=(len(keys), L, D)), 0).astype(np.float16)
     bad = np.isin(np.arange(len(keys)), list(failed))
-    meta = {"backbone": "resnet50", "grid": int(L ** 0.5), "dataset": "flickr8k", "weights": None, **meta}
+    meta = {
+        "backbone": "resnet50",
+        "grid": int(L**0.5),
+        "dataset": "flickr8k",
+        "weights": None,
+        **meta,
+    }
     FeatureStore.assemble(path, list(keys), L, D, meta, [(0, x, bad)]).close()
     return path
 
@@ -40,8 +65,12 @@ def caption_batch(V: int = 15, B: int = 3, T: int = 6):
     "Padded captions `(B, T)` of lengths T, T − 2, 3 (<start> … <end> <pad>…) with random words below V, and the lengths."
     import torch
     from sat_tutorial.data import Vocab
+
     torch.manual_seed(0)
     lengths = torch.tensor([T, T - 2, 3])
-    caps = torch.randint(4, V, (B, T)); caps[:, 0] = Vocab.start
-    for b, n in enumerate(lengths): caps[b, n - 1] = Vocab.end; caps[b, n:] = Vocab.pad
+    caps = torch.randint(4, V, (B, T))
+    caps[:, 0] = Vocab.start
+    for b, n in enumerate(lengths):
+        caps[b, n - 1] = Vocab.end
+        caps[b, n:] = Vocab.pad
     return caps, lengths

@@ -1,5 +1,6 @@
 """The Captioner protocol, checked the same way for every captioner: shapes, clear errors, `step` replaying `forward`,
 and padding that never matters."""
+
 import copy
 
 import pytest
@@ -14,14 +15,31 @@ from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
 from sat_tutorial.transformer import TransformerCaptioner
 
-CAPTIONERS = [SoftAttentionCaptioner, HardAttentionCaptioner, ExtendedHardAttentionCaptioner, AdaptiveAttentionCaptioner, PaperBUTDCaptioner,
-              BUTDCaptioner, TransformerCaptioner]
-EXTRA = {TransformerCaptioner: dict(heads=1)}                     # d_model 6 is no multiple of the default 8 heads
+CAPTIONERS = [
+    SoftAttentionCaptioner,
+    HardAttentionCaptioner,
+    ExtendedHardAttentionCaptioner,
+    AdaptiveAttentionCaptioner,
+    PaperBUTDCaptioner,
+    BUTDCaptioner,
+    TransformerCaptioner,
+]
+EXTRA = {
+    TransformerCaptioner: dict(heads=1)
+}  # d_model 6 is no multiple of the default 8 heads
 
 
 def small(cls, **kw):
     torch.manual_seed(1)
-    return cls(15, 8, **{**dict(embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0), **EXTRA.get(cls, {}), **kw})
+    return cls(
+        15,
+        8,
+        **{
+            **dict(embed_dim=6, hidden_dim=7, attention_dim=5, dropout=0.0),
+            **EXTRA.get(cls, {}),
+            **kw,
+        },
+    )
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
@@ -32,14 +50,16 @@ def test_protocol_shapes(cls):
     logits, attn = m(feats, caps, lengths)
     assert logits.shape == (3, 5, 15) and attn.shape == (3, 5, 10)
     state = m.init_state(feats)
-    assert isinstance(state, tuple) and all(isinstance(s, torch.Tensor) and s.shape[0] == 3 for s in state)
+    assert isinstance(state, tuple) and all(
+        isinstance(s, torch.Tensor) and s.shape[0] == 3 for s in state
+    )
     lp, state2, a = m.step(caps[:, 0], state)
     assert lp.shape == (3, 15) and a.shape == (3, 10) and len(state2) == len(state)
     assert torch.allclose(lp.exp().sum(-1), torch.ones(3), atol=1e-5)
     loss, stats = m.loss(feats, caps, lengths)
     assert loss.ndim == 0 and "nll" in stats
     assert all(0 <= i < len(state) for i in cls.static_state)
-    assert m.run_progress == 0.0          # the share of the run done: 0 until `fit` sets it
+    assert m.run_progress == 0.0  # the share of the run done: 0 until `fit` sets it
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
@@ -67,18 +87,39 @@ def test_step_replays_forward_in_eval_mode(cls):
 @pytest.mark.parametrize("alpha_c", [0.0, 0.5])
 def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
     "Other words in the padded positions change neither the loss nor any gradient (same seed: same dropout, same samples)."
-    if cls is HardAttentionCaptioner and alpha_c: pytest.skip("the paper's hard attention (notebook 07) has no doubly stochastic penalty")
-    m = small(cls, dropout=0.3, **({} if cls is HardAttentionCaptioner else {"alpha_c": alpha_c}))
+    if cls is HardAttentionCaptioner and alpha_c:
+        pytest.skip(
+            "the paper's hard attention (notebook 07) has no doubly stochastic penalty"
+        )
+    m = small(
+        cls,
+        dropout=0.3,
+        **({} if cls is HardAttentionCaptioner else {"alpha_c": alpha_c}),
+    )
     caps, lengths = caption_batch()
     feats = torch.randn(3, 10, 8)
-    other = caps.clone(); other[caps == Vocab.pad] = 9
+    other = caps.clone()
+    other[caps == Vocab.pad] = 9
     out = []
     for c in (caps, other):
-        if isinstance(m, HardAttentionCaptioner): m.baseline.fill_(-10.0); m.baseline_steps.fill_(1)   # the same b
-        torch.manual_seed(1); m.zero_grad()
-        loss, stats = m.loss(feats, c, lengths); loss.backward()
-        assert "penalty" in stats or not alpha_c or isinstance(m, HardAttentionCaptioner)
-        out.append((loss.detach(), torch.cat([p.grad.flatten() for p in m.parameters() if p.grad is not None])))
+        if isinstance(m, HardAttentionCaptioner):
+            m.baseline.fill_(-10.0)
+            m.baseline_steps.fill_(1)  # the same b
+        torch.manual_seed(1)
+        m.zero_grad()
+        loss, stats = m.loss(feats, c, lengths)
+        loss.backward()
+        assert (
+            "penalty" in stats or not alpha_c or isinstance(m, HardAttentionCaptioner)
+        )
+        out.append(
+            (
+                loss.detach(),
+                torch.cat(
+                    [p.grad.flatten() for p in m.parameters() if p.grad is not None]
+                ),
+            )
+        )
     assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
 
 
@@ -89,28 +130,46 @@ def test_gradients_formed_once_equal_per_step(cls):
     caps, lengths = caption_batch()
     feats = torch.randn(3, 10, 8, dtype=torch.float64)
     names, params = zip(*m.named_parameters())
-    grads, start = {}, copy.deepcopy(m.state_dict())                  # hard attention's loss moves its baseline: start both alike
+    grads, start = (
+        {},
+        copy.deepcopy(m.state_dict()),
+    )  # hard attention's loss moves its baseline: start both alike
     for once in (False, True):
-        m.load_state_dict(start); m.step_grads_once = once
+        m.load_state_dict(start)
+        m.step_grads_once = once
         f = feats.clone().requires_grad_()
-        torch.manual_seed(0)                                            # hard attention: the same sampled locations
-        grads[once] = torch.autograd.grad(m.loss(f, caps, lengths)[0], params + (f,), allow_unused=True)
+        torch.manual_seed(0)  # hard attention: the same sampled locations
+        grads[once] = torch.autograd.grad(
+            m.loss(f, caps, lengths)[0], params + (f,), allow_unused=True
+        )
     for n, a, b in zip(names + ("feats",), grads[False], grads[True]):
         assert (a is None) == (b is None), n
-        if a is not None: assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), n
+        if a is not None:
+            assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), n
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
 def test_bf16_autocast_training_step(cls):
     "`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained through the annotations, gives finite float32 gradients."
     from sat_tutorial.soft_attention import train_step
+
     m, enc = small(cls), torch.nn.Linear(8, 8)
     caps, lengths = caption_batch()
     opt = torch.optim.Adam(list(enc.parameters()) + list(m.parameters()), lr=1e-3)
     before = [p.detach().clone() for p in m.parameters()]
-    stats = train_step(enc, m, {"images": torch.randn(3, 10, 8), "captions": caps, "lengths": lengths}, opt, amp_dtype=torch.bfloat16)
-    assert torch.isfinite(torch.tensor(stats["loss"])) and torch.isfinite(torch.tensor(stats["grad_norm"]))
+    stats = train_step(
+        enc,
+        m,
+        {"images": torch.randn(3, 10, 8), "captions": caps, "lengths": lengths},
+        opt,
+        amp_dtype=torch.bfloat16,
+    )
+    assert torch.isfinite(torch.tensor(stats["loss"])) and torch.isfinite(
+        torch.tensor(stats["grad_norm"])
+    )
     for p in list(m.parameters()) + list(enc.parameters()):
-        assert p.grad is None or (p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all())
+        assert p.grad is None or (
+            p.grad.dtype == torch.float32 and torch.isfinite(p.grad).all()
+        )
     assert any(not torch.equal(a, p) for a, p in zip(before, m.parameters()))
     assert enc.weight.grad is not None and enc.weight.grad.abs().sum() > 0

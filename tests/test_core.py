@@ -3,23 +3,42 @@ import numpy as np
 import pytest
 import torch
 
-from sat_tutorial.core import (check_shape, find_data, get_device, load_checkpoint, rng_state, save_checkpoint,
-                               seed_everything, set_rng_state)
+from sat_tutorial.core import (
+    check_shape,
+    find_data,
+    get_device,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    seed_everything,
+    set_rng_state,
+)
 
 
 class _OnGPU:
     "Stands for a tensor that `load_checkpoint(map_location='cuda')` put on a GPU: usable only after `.cpu()`."
-    def __init__(self, t): self.t = t
-    def cpu(self): return self.t
-    def numpy(self): raise TypeError("can't convert cuda:0 device type tensor to numpy")
+
+    def __init__(self, t):
+        self.t = t
+
+    def cpu(self):
+        return self.t
+
+    def numpy(self):
+        raise TypeError("can't convert cuda:0 device type tensor to numpy")
 
 
 def test_rng_state_restores_from_states_mapped_to_a_gpu():
     "`fit` loads last.pt with map_location its device, so on a GPU the saved RNG states arrive there (resume failed on an H200 in stop 35)."
-    seed_everything(3); st = rng_state()
+    seed_everything(3)
+    st = rng_state()
     want = (random.random(), float(np.random.rand()), float(torch.rand(())))
     kind, keys, pos, has_gauss, cached = st["numpy"]
-    moved = {**st, "numpy": [kind, _OnGPU(keys), pos, has_gauss, cached], "torch": _OnGPU(st["torch"])}
+    moved = {
+        **st,
+        "numpy": [kind, _OnGPU(keys), pos, has_gauss, cached],
+        "torch": _OnGPU(st["torch"]),
+    }
     seed_everything(4)
     set_rng_state(moved)
     assert (random.random(), float(np.random.rand()), float(torch.rand(()))) == want
@@ -48,7 +67,9 @@ def test_device_errors_are_clear():
 
 def test_missing_data_message(tmp_path, monkeypatch):
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="flickr8k/dataset_flickr8k.json not found"):
+    with pytest.raises(
+        FileNotFoundError, match="flickr8k/dataset_flickr8k.json not found"
+    ):
         find_data("flickr8k", "dataset_flickr8k.json")
 
 

@@ -2,6 +2,7 @@
 naming the culprit, no traceback, and nothing already on disk changed. A captioner checkpoint given to `draw sample` is
 named as not a DRAW checkpoint; `draw train --out` into a folder that holds a run is refused unless --resume or
 --overwrite."""
+
 import hashlib, json
 from pathlib import Path
 
@@ -12,12 +13,57 @@ from sat_tutorial.cli import main
 from sat_tutorial.core import data_root, load_checkpoint, save_checkpoint
 
 HAVE_FIXED = (data_root() / "binarized_mnist" / "binarized_mnist_test.amat.gz").exists()
-needs_fixed = pytest.mark.skipif(not HAVE_FIXED, reason="binarized_mnist/*.amat.gz not found under SAT_TUTORIAL_DATA")
-TINY_DRAW = ["-T", "2", "--hidden", "8", "--z-dim", "2", "--read-n", "2", "--write-n", "3", "--device", "cpu",
-             "--batch-size", "16", "--steps", "2"]
-TINY_CAPTIONER = ["--steps", "1", "--n-train", "16", "--n-val", "0", "--n-test", "2", "--batch-size", "8", "--val-every", "0",
-                  "--ckpt-every", "0", "--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8", "--feature-dim", "8",
-                  "--warmup", "1", "--grid", "8", "--device", "cpu"]
+needs_fixed = pytest.mark.skipif(
+    not HAVE_FIXED, reason="binarized_mnist/*.amat.gz not found under SAT_TUTORIAL_DATA"
+)
+TINY_DRAW = [
+    "-T",
+    "2",
+    "--hidden",
+    "8",
+    "--z-dim",
+    "2",
+    "--read-n",
+    "2",
+    "--write-n",
+    "3",
+    "--device",
+    "cpu",
+    "--batch-size",
+    "16",
+    "--steps",
+    "2",
+]
+TINY_CAPTIONER = [
+    "--steps",
+    "1",
+    "--n-train",
+    "16",
+    "--n-val",
+    "0",
+    "--n-test",
+    "2",
+    "--batch-size",
+    "8",
+    "--val-every",
+    "0",
+    "--ckpt-every",
+    "0",
+    "--embed-dim",
+    "8",
+    "--hidden-dim",
+    "8",
+    "--attention-dim",
+    "8",
+    "--feature-dim",
+    "8",
+    "--warmup",
+    "1",
+    "--grid",
+    "8",
+    "--device",
+    "cpu",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,24 +71,42 @@ def world(tmp_path_factory):
     "A captioner run written by `sat-tutorial train`, a RAM-format checkpoint, and a folder holding a DRAW run."
     w = tmp_path_factory.mktemp("draw_cli")
     assert main(["train", "--out", str(w / "captioner"), *TINY_CAPTIONER]) == 0
-    save_checkpoint({"format": "sat_tutorial.ram/1", "config": {"task": "mnist"}, "model": {}, "step": 1}, w / "ram.pt")
-    run = w / "drawrun"; run.mkdir()
-    save_checkpoint({"format": "sat_tutorial.draw/1", "model": {}, "config": {}, "step": 7}, run / "checkpoint.pt")
+    save_checkpoint(
+        {
+            "format": "sat_tutorial.ram/1",
+            "config": {"task": "mnist"},
+            "model": {},
+            "step": 1,
+        },
+        w / "ram.pt",
+    )
+    run = w / "drawrun"
+    run.mkdir()
+    save_checkpoint(
+        {"format": "sat_tutorial.draw/1", "model": {}, "config": {}, "step": 7},
+        run / "checkpoint.pt",
+    )
     (run / "metrics.json").write_text(json.dumps({"steps": 7}))
     (w / "afile").write_text("a file where a folder should be")
     return w
 
 
 def snapshot(root: Path) -> dict:
-    return {p: hashlib.sha1(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    return {
+        p: hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file()
+    }
 
 
 def refused(argv, world, capsys, culprit, code=1):
     "Run `sat-tutorial argv`; assert the exit status, one error line naming `culprit`, no traceback, and no file changed."
     before = snapshot(world)
     capsys.readouterr()
-    try: rc = main([a.replace("{w}", str(world)) for a in argv])
-    except SystemExit as e: rc = e.code
+    try:
+        rc = main([a.replace("{w}", str(world)) for a in argv])
+    except SystemExit as e:
+        rc = e.code
     out, err = capsys.readouterr()
     assert rc == code, (rc, out, err)
     assert "Traceback" not in out + err, err
@@ -50,38 +114,96 @@ def refused(argv, world, capsys, culprit, code=1):
     assert len(lines) == 1, err
     assert culprit.replace("{w}", str(world)) in lines[0], (culprit, lines[0])
     after = snapshot(world)
-    assert after == before, f"files changed: {[str(p) for p in set(before) | set(after) if before.get(p) != after.get(p)]}"
+    assert after == before, (
+        f"files changed: {[str(p) for p in set(before) | set(after) if before.get(p) != after.get(p)]}"
+    )
     return lines[0]
 
 
 def test_sample_refuses_a_captioner_checkpoint(world, capsys):
-    line = refused(["draw", "sample", "--checkpoint", "{w}/captioner/best.pt", "--out", "{w}/s.png"], world, capsys,
-                   "{w}/captioner/best.pt is not a DRAW checkpoint")
+    line = refused(
+        [
+            "draw",
+            "sample",
+            "--checkpoint",
+            "{w}/captioner/best.pt",
+            "--out",
+            "{w}/s.png",
+        ],
+        world,
+        capsys,
+        "{w}/captioner/best.pt is not a DRAW checkpoint",
+    )
     assert "sat_tutorial.captioner/1" in line and not (world / "s.png").exists()
 
 
 def test_sample_refuses_other_checkpoints(world, capsys):
-    refused(["draw", "sample", "--checkpoint", "{w}/ram.pt", "--out", "{w}/s.png"], world, capsys, "ram.pt is not a DRAW checkpoint")
-    refused(["draw", "sample", "--checkpoint", "{w}/afile", "--out", "{w}/s.png"], world, capsys, "afile could not be loaded")
-    refused(["draw", "sample", "--checkpoint", "{w}/none.pt", "--out", "{w}/s.png"], world, capsys, "none.pt does not exist")
+    refused(
+        ["draw", "sample", "--checkpoint", "{w}/ram.pt", "--out", "{w}/s.png"],
+        world,
+        capsys,
+        "ram.pt is not a DRAW checkpoint",
+    )
+    refused(
+        ["draw", "sample", "--checkpoint", "{w}/afile", "--out", "{w}/s.png"],
+        world,
+        capsys,
+        "afile could not be loaded",
+    )
+    refused(
+        ["draw", "sample", "--checkpoint", "{w}/none.pt", "--out", "{w}/s.png"],
+        world,
+        capsys,
+        "none.pt does not exist",
+    )
 
 
 def test_train_into_a_run_refuses(world, capsys):
-    line = refused(["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun"], world, capsys, "--out {w}/drawrun already holds a run")
+    line = refused(
+        ["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun"],
+        world,
+        capsys,
+        "--out {w}/drawrun already holds a run",
+    )
     assert "--resume" in line and "--overwrite" in line and "checkpoint.pt" in line
 
 
 def test_train_resume_and_overwrite_together(world, capsys):
-    refused(["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun", "--resume", "--overwrite"], world, capsys, "--overwrite")
+    refused(
+        [
+            "draw",
+            "train",
+            *TINY_DRAW,
+            "--out",
+            "{w}/drawrun",
+            "--resume",
+            "--overwrite",
+        ],
+        world,
+        capsys,
+        "--overwrite",
+    )
 
 
 def test_train_out_is_a_file(world, capsys):
-    refused(["draw", "train", *TINY_DRAW, "--out", "{w}/afile"], world, capsys, "--out {w}/afile is a file")
+    refused(
+        ["draw", "train", *TINY_DRAW, "--out", "{w}/afile"],
+        world,
+        capsys,
+        "--out {w}/afile is a file",
+    )
 
 
-def test_overwrite_refused_by_its_data_keeps_the_old_run(world, capsys, monkeypatch, tmp_path):
-    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))          # no data at all
-    refused(["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun", "--overwrite"], world, capsys, "binarized_mnist")
+def test_overwrite_refused_by_its_data_keeps_the_old_run(
+    world, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))  # no data at all
+    refused(
+        ["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun", "--overwrite"],
+        world,
+        capsys,
+        "binarized_mnist",
+    )
 
 
 @needs_fixed
@@ -89,22 +211,73 @@ def test_overwrite_replaces_and_resume_continues(tmp_path, capsys):
     run = tmp_path / "run"
     assert main(["draw", "train", *TINY_DRAW, "--out", str(run)]) == 0
     assert load_checkpoint(run / "checkpoint.pt")["step"] == 2
-    assert main(["draw", "train", *TINY_DRAW[:-1], "3", "--out", str(run), "--resume"]) == 0       # continues: 2 -> 3
-    assert load_checkpoint(run / "checkpoint.pt")["step"] == 3 and "resuming from" in capsys.readouterr().out
-    assert main(["draw", "train", *TINY_DRAW, "--out", str(run), "--overwrite", "--seed", "1"]) == 0
-    assert "--overwrite: deleted the earlier run's checkpoint.pt, metrics.json" in capsys.readouterr().out
+    assert (
+        main(["draw", "train", *TINY_DRAW[:-1], "3", "--out", str(run), "--resume"])
+        == 0
+    )  # continues: 2 -> 3
+    assert (
+        load_checkpoint(run / "checkpoint.pt")["step"] == 3
+        and "resuming from" in capsys.readouterr().out
+    )
+    assert (
+        main(
+            [
+                "draw",
+                "train",
+                *TINY_DRAW,
+                "--out",
+                str(run),
+                "--overwrite",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
+    assert (
+        "--overwrite: deleted the earlier run's checkpoint.pt, metrics.json"
+        in capsys.readouterr().out
+    )
     ck = load_checkpoint(run / "checkpoint.pt")
-    assert ck["step"] == 2 and ck["seed"] == 1 and json.loads((run / "metrics.json").read_text())["seed"] == 1
-    assert main(["draw", "sample", "--checkpoint", str(run / "checkpoint.pt"), "--n", "2", "--out", str(tmp_path / "s.png")]) == 0
+    assert (
+        ck["step"] == 2
+        and ck["seed"] == 1
+        and json.loads((run / "metrics.json").read_text())["seed"] == 1
+    )
+    assert (
+        main(
+            [
+                "draw",
+                "sample",
+                "--checkpoint",
+                str(run / "checkpoint.pt"),
+                "--n",
+                "2",
+                "--out",
+                str(tmp_path / "s.png"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "s.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_an_old_draw_checkpoint_without_a_format_tag_still_loads(tmp_path):
     from sat_tutorial.draw import DRAW
     from sat_tutorial.draw_training import load_draw
+
     m = DRAW(T=2, read_n=2, write_n=3, z_dim=2, hidden=8)
-    save_checkpoint({"model": m.state_dict(), "config": m.config, "step": 5}, tmp_path / "old.pt")   # written before the tag
+    save_checkpoint(
+        {"model": m.state_dict(), "config": m.config, "step": 5}, tmp_path / "old.pt"
+    )  # written before the tag
     loaded, ck = load_draw(tmp_path / "old.pt")
-    assert ck["step"] == 5 and all(torch.equal(a, b) for a, b in zip(loaded.state_dict().values(), m.state_dict().values()))
-    save_checkpoint({"model": {}, "config": dict(m.config, hidden=9), "step": 5}, tmp_path / "bad.pt")
-    with pytest.raises(ValueError, match="bad.pt: the weights do not fit"): load_draw(tmp_path / "bad.pt")
+    assert ck["step"] == 5 and all(
+        torch.equal(a, b)
+        for a, b in zip(loaded.state_dict().values(), m.state_dict().values())
+    )
+    save_checkpoint(
+        {"model": {}, "config": dict(m.config, hidden=9), "step": 5},
+        tmp_path / "bad.pt",
+    )
+    with pytest.raises(ValueError, match="bad.pt: the weights do not fit"):
+        load_draw(tmp_path / "bad.pt")

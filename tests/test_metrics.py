@@ -18,12 +18,15 @@ def hyps_from(records_seed):
 
 
 def test_bleu_matches_nltk_corpus_bleu():
-    hyps = hyps_from(22)                                  # captions of other scenes: partial overlap
+    hyps = hyps_from(22)  # captions of other scenes: partial overlap
     keys = list(hyps)
     ours = score(REFS, hyps, meteor=False)
     for n in range(1, 5):
-        ref = corpus_bleu([[tokenize(x) for x in REFS[k]] for k in keys], [tokenize(hyps[k]) for k in keys],
-                          weights=tuple([1 / n] * n))
+        ref = corpus_bleu(
+            [[tokenize(x) for x in REFS[k]] for k in keys],
+            [tokenize(hyps[k]) for k in keys],
+            weights=tuple([1 / n] * n),
+        )
         # pycocoevalcap and nltk break ties of 'closest reference length' differently; scenes refs rarely tie
         assert ours[f"bleu{n}"] == pytest.approx(100 * ref, abs=0.5)
         assert 0 < ours[f"bleu{n}"] < 100
@@ -33,7 +36,11 @@ def test_keys_and_scale_and_ordering():
     good = score(REFS, {k: v[0] for k, v in REFS.items()})
     bad = score(REFS, hyps_from(23))
     assert set(good) == set(metrics.METRICS)
-    assert good["bleu4"] > bad["bleu4"] and good["cider"] > bad["cider"] and good["rouge_l"] > bad["rouge_l"]
+    assert (
+        good["bleu4"] > bad["bleu4"]
+        and good["cider"] > bad["cider"]
+        and good["rouge_l"] > bad["rouge_l"]
+    )
     assert 90 < good["bleu1"] <= 100 + 1e-6
     if metrics.java_available():
         assert good["meteor"] > bad["meteor"] > 0
@@ -57,20 +64,28 @@ def test_empty_hypothesis_and_missing_refs():
 
 
 def test_spice_is_not_faked_offline():
-    if metrics.spice_available(): pytest.skip("SPICE jars present")
+    if metrics.spice_available():
+        pytest.skip("SPICE jars present")
     with pytest.warns(UserWarning, match="SPICE"):
         s = score(REFS, hyps_from(22), meteor=False, spice=True)
     assert "spice" not in s
 
 
 def test_attention_correctness_known_answers():
-    cells = grid_boxes(2, 2, 10, 10)                      # four 5x5 cells
+    cells = grid_boxes(2, 2, 10, 10)  # four 5x5 cells
     attn = torch.tensor([[1.0, 0, 0, 0], [0, 0, 0, 1.0], [0.25] * 4, [0.5, 0.5, 0, 0]])
-    box = [0, 0, 5, 5]                                    # exactly cell 0
+    box = [0, 0, 5, 5]  # exactly cell 0
     ac = attention_correctness(attn, [0, 0, 0, 0], [box], cells)
     assert ac.tolist() == pytest.approx([1.0, 0.0, 0.25, 0.5])
     assert attention_correctness(attn, [-1, -1, -1, -1], [box], cells).numel() == 0
     # a box over a quarter of cell 3 and all of cell 1: attention on cell 3 counts one quarter
-    assert box_fraction(cells, [5, 0, 10, 7.5]).tolist() == pytest.approx([0, 1, 0, 0.5])
-    two = attention_correctness(torch.tensor([[0, 0, 0, 1.0], [0, 0, 0, 1.0]]), [0, 1], [[0, 0, 5, 5], [7.5, 7.5, 10, 10]], cells)
+    assert box_fraction(cells, [5, 0, 10, 7.5]).tolist() == pytest.approx(
+        [0, 1, 0, 0.5]
+    )
+    two = attention_correctness(
+        torch.tensor([[0, 0, 0, 1.0], [0, 0, 0, 1.0]]),
+        [0, 1],
+        [[0, 0, 5, 5], [7.5, 7.5, 10, 10]],
+        cells,
+    )
     assert two.tolist() == pytest.approx([0.0, 0.25])

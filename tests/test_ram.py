@@ -1,5 +1,6 @@
 """Tests of sat_tutorial.ram and sat_tutorial.ram_training: retina vs a slow reference, shapes, gradient routing, the REINFORCE estimator,
 data generation, checkpoints/resume and the `ram` command line."""
+
 import argparse, gzip, json, math, os
 
 import numpy as np
@@ -7,19 +8,50 @@ import pytest
 import torch
 
 from sat_tutorial.core import data_root
-from sat_tutorial.ram import (TASKS, GlimpseMNIST, RAM, gaussian_log_prob, glimpse_corners, integral_image, load_mnist,
-                              make_layout, ram_loss, read_idx, reinforce_samples, render, retina, retina_reference)
-from sat_tutorial.ram_training import (PAPER_RETINA, RAMConfig, add_cli, evaluate_ram, load_ram, split_validation,
-                                       train_ram)
+from sat_tutorial.ram import (
+    TASKS,
+    GlimpseMNIST,
+    RAM,
+    gaussian_log_prob,
+    glimpse_corners,
+    integral_image,
+    load_mnist,
+    make_layout,
+    ram_loss,
+    read_idx,
+    reinforce_samples,
+    render,
+    retina,
+    retina_reference,
+)
+from sat_tutorial.ram_training import (
+    PAPER_RETINA,
+    RAMConfig,
+    add_cli,
+    evaluate_ram,
+    load_ram,
+    split_validation,
+    train_ram,
+)
 
-HAVE_MNIST = all((data_root() / "mnist" / "raw" / f).exists()
-                 for f in ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"))
-needs_mnist = pytest.mark.skipif(not HAVE_MNIST, reason="MNIST not in $SAT_TUTORIAL_DATA/mnist/raw")
+HAVE_MNIST = all(
+    (data_root() / "mnist" / "raw" / f).exists()
+    for f in (
+        "train-images-idx3-ubyte.gz",
+        "train-labels-idx1-ubyte.gz",
+        "t10k-images-idx3-ubyte.gz",
+        "t10k-labels-idx1-ubyte.gz",
+    )
+)
+needs_mnist = pytest.mark.skipif(
+    not HAVE_MNIST, reason="MNIST not in $SAT_TUTORIAL_DATA/mnist/raw"
+)
 
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    n = torch.get_num_threads(); torch.set_num_threads(1)
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
     yield
     torch.set_num_threads(n)
 
@@ -27,46 +59,76 @@ def _one_thread():
 def fake_digits(n=50, seed=0):
     "Random 'digits': uint8 (n, 28, 28) with a few bright strokes, labels 0..9."
     rng = np.random.default_rng(seed)
-    x = (rng.random((n, 28, 28)) > 0.8).astype(np.uint8) * rng.integers(1, 256, (n, 28, 28)).astype(np.uint8)
+    x = (rng.random((n, 28, 28)) > 0.8).astype(np.uint8) * rng.integers(
+        1, 256, (n, 28, 28)
+    ).astype(np.uint8)
     return x, rng.integers(0, 10, n)
 
 
 # ---------------------------------------------------------------- retina
 
-@pytest.mark.parametrize("H,W,g,k", [(28, 28, 8, 1), (28, 28, 8, 3), (60, 60, 12, 3), (100, 100, 12, 4), (31, 47, 5, 2)])
+
+@pytest.mark.parametrize(
+    "H,W,g,k",
+    [
+        (28, 28, 8, 1),
+        (28, 28, 8, 3),
+        (60, 60, 12, 3),
+        (100, 100, 12, 4),
+        (31, 47, 5, 2),
+    ],
+)
 def test_retina_matches_reference(H, W, g, k):
     torch.manual_seed(H + k)
     x = torch.rand(12, 1, H, W)
-    border = torch.tensor([[-1., -1.], [1., 1.], [-1., 1.], [0.97, -0.2], [-1.4, 0.], [3., 3.]])  # crossing and outside the image
+    border = torch.tensor(
+        [[-1.0, -1.0], [1.0, 1.0], [-1.0, 1.0], [0.97, -0.2], [-1.4, 0.0], [3.0, 3.0]]
+    )  # crossing and outside the image
     l = torch.cat([torch.rand(6, 2) * 2 - 1, border])
     fast, ref = retina(x, l, g, k), retina_reference(x, l, g, k)
     assert fast.shape == (12, k, g, g)
     torch.testing.assert_close(fast, ref, atol=1e-6, rtol=0)
-    torch.testing.assert_close(retina(x, l, g, k, S=integral_image(x)), fast, atol=0, rtol=0)
+    torch.testing.assert_close(
+        retina(x, l, g, k, S=integral_image(x)), fast, atol=0, rtol=0
+    )
 
 
 def test_retina_known_values():
-    x = torch.zeros(1, 1, 28, 28); x[0, 0, 10:18, 10:18] = 1
-    assert torch.equal(glimpse_corners(torch.zeros(1, 2), 28, 28, 8), torch.tensor([[10, 10]]))
+    x = torch.zeros(1, 1, 28, 28)
+    x[0, 0, 10:18, 10:18] = 1
+    assert torch.equal(
+        glimpse_corners(torch.zeros(1, 2), 28, 28, 8), torch.tensor([[10, 10]])
+    )
     r = retina(x, torch.zeros(1, 2), 8, 2)
-    assert torch.equal(r[0, 0], torch.ones(8, 8))                       # the 8×8 square, exactly
-    assert torch.allclose(r[0, 1], torch.nn.functional.pad(torch.ones(4, 4), (2, 2, 2, 2)))  # 16×16 around it, 2×2 means
+    assert torch.equal(r[0, 0], torch.ones(8, 8))  # the 8×8 square, exactly
+    assert torch.allclose(
+        r[0, 1], torch.nn.functional.pad(torch.ones(4, 4), (2, 2, 2, 2))
+    )  # 16×16 around it, 2×2 means
     ones = torch.ones(1, 1, 28, 28)
-    assert retina(ones, torch.tensor([[-1., -1.]]), 8, 1).sum() == 16   # a quarter of the patch lies inside
-    assert retina(ones, torch.tensor([[1., 0.]]), 8, 1).sum() == 32     # half of it
+    assert (
+        retina(ones, torch.tensor([[-1.0, -1.0]]), 8, 1).sum() == 16
+    )  # a quarter of the patch lies inside
+    assert retina(ones, torch.tensor([[1.0, 0.0]]), 8, 1).sum() == 32  # half of it
     x = torch.arange(28 * 28, dtype=torch.float32).reshape(1, 1, 28, 28) / 784
     l = torch.tensor([[0.3, -0.6]])
     c = glimpse_corners(l, 28, 28, 8)[0]
-    assert torch.allclose(retina(x, l, 8, 1)[0, 0], x[0, 0, c[1]:c[1] + 8, c[0]:c[0] + 8], atol=1e-6)  # (x, y) order
+    assert torch.allclose(
+        retina(x, l, 8, 1)[0, 0], x[0, 0, c[1] : c[1] + 8, c[0] : c[0] + 8], atol=1e-6
+    )  # (x, y) order
 
 
 # ---------------------------------------------------------------- model
+
 
 def test_ram_shapes_and_locations():
     torch.manual_seed(0)
     m = RAM(g=12, k=3, glimpses=5)
     out = m(torch.rand(4, 1, 60, 60))
-    assert out.logits.shape == (4, 10) and out.log_pi.shape == (4, 4) and out.baseline.shape == (4, 4)
+    assert (
+        out.logits.shape == (4, 10)
+        and out.log_pi.shape == (4, 4)
+        and out.baseline.shape == (4, 4)
+    )
     assert out.mu.shape == (4, 4, 2) and out.l.shape == (4, 5, 2)
     assert torch.equal(out.l[:, 0], torch.zeros(4, 2))
     assert not out.l.requires_grad and out.l.abs().max() <= 1
@@ -77,11 +139,16 @@ def test_ram_shapes_and_locations():
 
 def test_log_prob_is_gaussian():
     u, mu = torch.randn(9, 2), torch.randn(9, 2)
-    torch.testing.assert_close(gaussian_log_prob(u, mu, 0.2), torch.distributions.Normal(mu, 0.2).log_prob(u).sum(-1))
+    torch.testing.assert_close(
+        gaussian_log_prob(u, mu, 0.2),
+        torch.distributions.Normal(mu, 0.2).log_prob(u).sum(-1),
+    )
 
 
 def _max_grad(loss, module):
-    gs = torch.autograd.grad(loss, list(module.parameters()), retain_graph=True, allow_unused=True)
+    gs = torch.autograd.grad(
+        loss, list(module.parameters()), retain_graph=True, allow_unused=True
+    )
     return max((g.abs().max().item() for g in gs if g is not None), default=0.0)
 
 
@@ -93,24 +160,35 @@ def test_gradient_routing(detach):
     core = torch.nn.ModuleList([m.glimpse, m.core_h, m.core_g])
     # cross-entropy: classifier and core, never the policy (sampled l is detached) or the baseline
     assert _max_grad(L["action"], m.classifier) > 0 and _max_grad(L["action"], core) > 0
-    assert _max_grad(L["action"], m.locator) == 0 and _max_grad(L["action"], m.baseline) == 0
+    assert (
+        _max_grad(L["action"], m.locator) == 0
+        and _max_grad(L["action"], m.baseline) == 0
+    )
     # REINFORCE: the policy; never the baseline (R - b_t is a constant) or the classifier; the core only if not detached
     assert _max_grad(L["reinforce"], m.locator) > 0
-    assert _max_grad(L["reinforce"], m.baseline) == 0 and _max_grad(L["reinforce"], m.classifier) == 0
+    assert (
+        _max_grad(L["reinforce"], m.baseline) == 0
+        and _max_grad(L["reinforce"], m.classifier) == 0
+    )
     assert (_max_grad(L["reinforce"], core) > 0) == (not detach)
     # baseline squared error: only the baseline (it reads a detached h_t)
     assert _max_grad(L["baseline"], m.baseline) > 0
-    for part in (core, m.locator, m.classifier): assert _max_grad(L["baseline"], part) == 0
+    for part in (core, m.locator, m.classifier):
+        assert _max_grad(L["baseline"], part) == 0
 
 
 def test_reinforce_is_unbiased():
     a, sigma, M = -0.4, 0.25, 20000
     for mu in (-0.9, 0.2):
-        exact = -2 * (mu - a)                                           # d/dμ E[-(u-a)^2], u ~ N(μ, σ²)
-        s = reinforce_samples(mu, sigma, lambda u: -(u - a) ** 2, M, seed=3)
+        exact = -2 * (mu - a)  # d/dμ E[-(u-a)^2], u ~ N(μ, σ²)
+        s = reinforce_samples(mu, sigma, lambda u: -((u - a) ** 2), M, seed=3)
         assert abs(s.mean().item() - exact) < 4 * s.std().item() / math.sqrt(M)
-    wrong = reinforce_samples(0.2, sigma, lambda u: -(u - a) ** 2, M, seed=3) * 2   # a wrongly scaled estimator is caught
-    assert abs(wrong.mean().item() - (-2 * (0.2 - a))) > 4 * wrong.std().item() / math.sqrt(M)
+    wrong = (
+        reinforce_samples(0.2, sigma, lambda u: -((u - a) ** 2), M, seed=3) * 2
+    )  # a wrongly scaled estimator is caught
+    assert abs(
+        wrong.mean().item() - (-2 * (0.2 - a))
+    ) > 4 * wrong.std().item() / math.sqrt(M)
 
 
 def test_loss_reward_override_and_values():
@@ -121,7 +199,9 @@ def test_loss_reward_override_and_values():
     L = ram_loss(out, y)
     R = (out.logits.argmax(-1) == y).float()
     torch.testing.assert_close(L["reward"], R.mean())
-    torch.testing.assert_close(L["reinforce"], -(out.log_pi * (R[:, None] - out.baseline)).sum(1).mean())
+    torch.testing.assert_close(
+        L["reinforce"], -(out.log_pi * (R[:, None] - out.baseline)).sum(1).mean()
+    )
     torch.testing.assert_close(L["baseline"], ((R[:, None] - out.baseline) ** 2).mean())
     L2 = ram_loss(out, y, reward=torch.full((8,), 0.5))
     torch.testing.assert_close(L2["reward"], torch.tensor(0.5))
@@ -129,27 +209,35 @@ def test_loss_reward_override_and_values():
 
 # ---------------------------------------------------------------- data
 
+
 def test_read_idx_roundtrip_and_errors(tmp_path):
     arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    header = bytes([0, 0, 8, 3]) + b"".join(int(n).to_bytes(4, "big") for n in arr.shape)
+    header = bytes([0, 0, 8, 3]) + b"".join(
+        int(n).to_bytes(4, "big") for n in arr.shape
+    )
     (tmp_path / "a-idx3-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes()))
     (tmp_path / "a-idx3-ubyte").write_bytes(header + arr.tobytes())
     assert np.array_equal(read_idx(tmp_path / "a-idx3-ubyte.gz"), arr)
     assert np.array_equal(read_idx(tmp_path / "a-idx3-ubyte"), arr)
     (tmp_path / "short.gz").write_bytes(gzip.compress(header + arr.tobytes()[:-1]))
-    with pytest.raises(ValueError, match="header says"): read_idx(tmp_path / "short.gz")
+    with pytest.raises(ValueError, match="header says"):
+        read_idx(tmp_path / "short.gz")
     (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x00\x00\x0d\x01abcd"))
-    with pytest.raises(ValueError, match="not an unsigned-byte IDX"): read_idx(tmp_path / "bad.gz")
+    with pytest.raises(ValueError, match="not an unsigned-byte IDX"):
+        read_idx(tmp_path / "bad.gz")
 
 
 def test_missing_mnist_says_what_to_put_where(tmp_path, monkeypatch):
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
-    with pytest.raises(FileNotFoundError) as e: load_mnist("train")
+    with pytest.raises(FileNotFoundError) as e:
+        load_mnist("train")
     msg = str(e.value)
     assert str(tmp_path / "mnist" / "raw" / "train-images-idx3-ubyte.gz") in msg
     assert "t10k-labels-idx1-ubyte.gz" in msg and "download=True" in msg
-    with pytest.raises(FileNotFoundError, match="mnist/raw"): GlimpseMNIST("translated", "test")
-    with pytest.raises(ValueError, match="split"): load_mnist("val")
+    with pytest.raises(FileNotFoundError, match="mnist/raw"):
+        GlimpseMNIST("translated", "test")
+    with pytest.raises(ValueError, match="split"):
+        load_mnist("val")
 
 
 @pytest.mark.parametrize("task", list(TASKS))
@@ -158,60 +246,105 @@ def test_generated_tasks(task):
     X, Y = fake_digits(60)
     ds = GlimpseMNIST(task, "train", seed=7, images=X, labels=Y)
     x, y = ds.batch(np.arange(10))
-    assert x.shape == (10, 1, size, size) and x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
+    assert (
+        x.shape == (10, 1, size, size)
+        and x.dtype == torch.float32
+        and 0 <= x.min()
+        and x.max() <= 1
+    )
     assert torch.equal(y, torch.from_numpy(Y[:10]))
     raw = render(X, np.arange(10), ds.layout, size)
-    for i in range(10):                                                  # the digit is there, whole
+    for i in range(10):  # the digit is there, whole
         r, c = ds.layout["digit"][i]
-        assert (raw[i, r:r + 28, c:c + 28] >= X[i]).all()
-    if K == 0: assert np.array_equal(raw.sum((1, 2), dtype=np.int64), X[:10].sum((1, 2), dtype=np.int64))
-    else: assert (ds.layout["src"] != np.arange(60)[:, None]).all() and ds.layout["src"].max() < 60
+        assert (raw[i, r : r + 28, c : c + 28] >= X[i]).all()
+    if K == 0:
+        assert np.array_equal(
+            raw.sum((1, 2), dtype=np.int64), X[:10].sum((1, 2), dtype=np.int64)
+        )
+    else:
+        assert (ds.layout["src"] != np.arange(60)[:, None]).all() and ds.layout[
+            "src"
+        ].max() < 60
     # deterministic: same seed -> same pixels; another seed -> others (unless the canvas is MNIST's own)
-    again = GlimpseMNIST(task, "train", seed=7, images=X, labels=Y).batch(np.arange(10))[0]
+    again = GlimpseMNIST(task, "train", seed=7, images=X, labels=Y).batch(
+        np.arange(10)
+    )[0]
     assert torch.equal(x, again)
-    other = GlimpseMNIST(task, "train", seed=8, images=X, labels=Y).batch(np.arange(10))[0]
+    other = GlimpseMNIST(task, "train", seed=8, images=X, labels=Y).batch(
+        np.arange(10)
+    )[0]
     assert torch.equal(x, other) == (task == "mnist")
 
 
 def test_layout_is_vectorised_and_in_bounds():
-    L = make_layout(60000, 100, 8, 60000, seed=0)                       # the full cluttered100 layout: fast, small
+    L = make_layout(
+        60000, 100, 8, 60000, seed=0
+    )  # the full cluttered100 layout: fast, small
     assert L["digit"].max() <= 72 and L["paste"].max() <= 92 and L["crop"].max() <= 20
     assert (L["src"] != np.arange(60000)[:, None]).all()
 
 
 def test_bad_task():
-    with pytest.raises(ValueError, match="task must be one of"): RAMConfig(task="svhn")
-    assert RAMConfig(task="cluttered100").scales == PAPER_RETINA["cluttered100"]["scales"] == 4
+    with pytest.raises(ValueError, match="task must be one of"):
+        RAMConfig(task="svhn")
+    assert (
+        RAMConfig(task="cluttered100").scales
+        == PAPER_RETINA["cluttered100"]["scales"]
+        == 4
+    )
     assert RAMConfig(task="mnist", glimpses=3).glimpses == 3
 
 
 @needs_mnist
 def test_real_mnist():
     X, Y = load_mnist("test")
-    assert X.shape == (10000, 28, 28) and Y.shape == (10000,) and set(np.unique(Y)) == set(range(10))
+    assert (
+        X.shape == (10000, 28, 28)
+        and Y.shape == (10000,)
+        and set(np.unique(Y)) == set(range(10))
+    )
     x, _ = GlimpseMNIST("mnist", "test").batch([0, 1])
     assert torch.equal(x[:, 0] * 255, torch.from_numpy(X[:2].astype(np.float32)))
 
 
 # ---------------------------------------------------------------- training, resume, command line
 
+
 def _tiny(task="mnist", **kw):
     X, Y = fake_digits(64, seed=1)
-    cfg = RAMConfig(task=task, batch_size=16, hidden=32, glimpse_hidden=16, loc_hidden=16, glimpse_dim=32, **kw)
-    return cfg, GlimpseMNIST(task, "train", seed=0, images=X, labels=Y), GlimpseMNIST(task, "test", seed=1, images=X, labels=Y)
+    cfg = RAMConfig(
+        task=task,
+        batch_size=16,
+        hidden=32,
+        glimpse_hidden=16,
+        loc_hidden=16,
+        glimpse_dim=32,
+        **kw,
+    )
+    return (
+        cfg,
+        GlimpseMNIST(task, "train", seed=0, images=X, labels=Y),
+        GlimpseMNIST(task, "test", seed=1, images=X, labels=Y),
+    )
 
 
 def test_resume_continues_exactly(tmp_path):
     cfg, tr, te = _tiny("cluttered60", steps=9)
-    m_full, _ = train_ram(cfg, out=tmp_path / "a", train_data=tr, test_data=te)   # crosses an epoch boundary (4 steps/epoch)
+    m_full, _ = train_ram(
+        cfg, out=tmp_path / "a", train_data=tr, test_data=te
+    )  # crosses an epoch boundary (4 steps/epoch)
     cfg5, tr, te = _tiny("cluttered60", steps=5)
     train_ram(cfg5, out=tmp_path / "b", train_data=tr, test_data=te)
     cfg9, tr, te = _tiny("cluttered60", steps=9)
-    m_res, met = train_ram(cfg9, out=tmp_path / "b", resume=True, train_data=tr, test_data=te)
+    m_res, met = train_ram(
+        cfg9, out=tmp_path / "b", resume=True, train_data=tr, test_data=te
+    )
     assert met["step"] == 9
-    for (k, a), b in zip(m_full.state_dict().items(), m_res.state_dict().values()): assert torch.equal(a, b), k
+    for (k, a), b in zip(m_full.state_dict().items(), m_res.state_dict().values()):
+        assert torch.equal(a, b), k
     bad, tr, te = _tiny("cluttered60", steps=9, lr=0.5)
-    with pytest.raises(ValueError, match="different configuration"): train_ram(bad, out=tmp_path / "b", resume=True, train_data=tr, test_data=te)
+    with pytest.raises(ValueError, match="different configuration"):
+        train_ram(bad, out=tmp_path / "b", resume=True, train_data=tr, test_data=te)
 
 
 def test_time_limit_stops_and_saves(tmp_path):
@@ -225,7 +358,9 @@ def test_evaluate_modes():
     cfg, tr, te = _tiny(steps=1)
     model = cfg.model()
     a, b = evaluate_ram(model, te), evaluate_ram(model, te)
-    assert a == b and a["n"] == 64 and 0 <= a["error"] <= 1           # the mean policy is deterministic
+    assert (
+        a == b and a["n"] == 64 and 0 <= a["error"] <= 1
+    )  # the mean policy is deterministic
     assert evaluate_ram(model, te, mc_samples=3)["mc_samples"] == 3
 
 
@@ -237,58 +372,172 @@ def _parser():
 
 def test_cli_help_and_defaults(capsys):
     p = _parser()
-    with pytest.raises(SystemExit): p.parse_args(["ram", "evaluate", "--help"])
+    with pytest.raises(SystemExit):
+        p.parse_args(["ram", "evaluate", "--help"])
     assert "not in the paper" in capsys.readouterr().out
     a = p.parse_args(["ram", "train", "--task", "cluttered100", "--glimpses", "4"])
-    assert a.task == "cluttered100" and a.glimpses == 4 and a.patch is None and callable(a.func)
-    with pytest.raises(SystemExit): p.parse_args(["ram", "train", "--task", "cifar"])
-    with pytest.raises(SystemExit): p.parse_args(["ram"])
+    assert (
+        a.task == "cluttered100"
+        and a.glimpses == 4
+        and a.patch is None
+        and callable(a.func)
+    )
+    with pytest.raises(SystemExit):
+        p.parse_args(["ram", "train", "--task", "cifar"])
+    with pytest.raises(SystemExit):
+        p.parse_args(["ram"])
 
 
 @needs_mnist
 def test_cli_train_then_evaluate(tmp_path, capsys):
     p = _parser()
-    a = p.parse_args(["ram", "train", "--task", "translated", "--steps", "6", "--limit", "300", "--batch-size", "50",
-                      "--glimpses", "3", "--out", str(tmp_path), "--quiet", "--device", "cpu", "--seed", "3"])
+    a = p.parse_args(
+        [
+            "ram",
+            "train",
+            "--task",
+            "translated",
+            "--steps",
+            "6",
+            "--limit",
+            "300",
+            "--batch-size",
+            "50",
+            "--glimpses",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--device",
+            "cpu",
+            "--seed",
+            "3",
+        ]
+    )
     assert a.func(a) == 0
     metrics = json.loads((tmp_path / "metrics.json").read_text())
-    assert metrics["step"] == 6 and metrics["config"]["glimpses"] == 3 and metrics["config"]["scales"] == 3
+    assert (
+        metrics["step"] == 6
+        and metrics["config"]["glimpses"] == 3
+        and metrics["config"]["scales"] == 3
+    )
     assert 0 <= metrics["test_error"] <= 1 and len(metrics["history"]) >= 1
-    assert metrics["config"]["val"] == 30 and metrics["evals"][-1]["on"] == "validation"   # default: a tenth of --limit
-    for ck, key in (("best.pt", "test_error"), ("ram.pt", "test_error_last")):   # best on validation; last
-        a = p.parse_args(["ram", "evaluate", "--checkpoint", str(tmp_path / ck), "--json", str(tmp_path / "e.json"), "--device", "cpu"])
+    assert (
+        metrics["config"]["val"] == 30 and metrics["evals"][-1]["on"] == "validation"
+    )  # default: a tenth of --limit
+    for ck, key in (
+        ("best.pt", "test_error"),
+        ("ram.pt", "test_error_last"),
+    ):  # best on validation; last
+        a = p.parse_args(
+            [
+                "ram",
+                "evaluate",
+                "--checkpoint",
+                str(tmp_path / ck),
+                "--json",
+                str(tmp_path / "e.json"),
+                "--device",
+                "cpu",
+            ]
+        )
         assert a.func(a) == 0
         ev = json.loads((tmp_path / "e.json").read_text())
-        assert ev["n"] == 300 and ev["task"] == "translated" and ev["error"] == pytest.approx(metrics[key])
-    a = p.parse_args(["ram", "train", "--task", "translated", "--steps", "8", "--limit", "300", "--batch-size", "50",
-                      "--glimpses", "3", "--out", str(tmp_path), "--quiet", "--device", "cpu", "--seed", "3", "--resume"])
-    assert a.func(a) == 0 and json.loads((tmp_path / "metrics.json").read_text())["step"] == 8
+        assert (
+            ev["n"] == 300
+            and ev["task"] == "translated"
+            and ev["error"] == pytest.approx(metrics[key])
+        )
+    a = p.parse_args(
+        [
+            "ram",
+            "train",
+            "--task",
+            "translated",
+            "--steps",
+            "8",
+            "--limit",
+            "300",
+            "--batch-size",
+            "50",
+            "--glimpses",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+            "--device",
+            "cpu",
+            "--seed",
+            "3",
+            "--resume",
+        ]
+    )
+    assert (
+        a.func(a) == 0
+        and json.loads((tmp_path / "metrics.json").read_text())["step"] == 8
+    )
 
 
 # ---------------------------------------------------------------- validation split, best weights, first location
 
+
 def test_split_validation_is_disjoint_and_ordered():
     X, Y = fake_digits(60)
-    tr, va = split_validation(GlimpseMNIST("translated", "train", seed=0, images=X, labels=Y), 10)
+    tr, va = split_validation(
+        GlimpseMNIST("translated", "train", seed=0, images=X, labels=Y), 10
+    )
     assert len(tr) == 50 and len(va) == 10
-    assert np.array_equal(tr.images, X[:50]) and np.array_equal(va.images, X[50:]) and np.array_equal(va.labels, Y[50:])
-    assert (va.layout["src"] < 10).all()                                 # validation clutter comes from validation digits only
+    assert (
+        np.array_equal(tr.images, X[:50])
+        and np.array_equal(va.images, X[50:])
+        and np.array_equal(va.labels, Y[50:])
+    )
+    assert (
+        va.layout["src"] < 10
+    ).all()  # validation clutter comes from validation digits only
     for n in (0, 60, 61):
-        with pytest.raises(ValueError, match="validation split"): split_validation(GlimpseMNIST("mnist", images=X, labels=Y), n)
+        with pytest.raises(ValueError, match="validation split"):
+            split_validation(GlimpseMNIST("mnist", images=X, labels=Y), n)
 
 
 def test_train_with_validation_keeps_best_weights(tmp_path):
     X, Y = fake_digits(96, seed=2)
-    cfg = RAMConfig(task="mnist", batch_size=16, hidden=32, glimpse_hidden=16, loc_hidden=16, glimpse_dim=32, epochs=3, val=32, lr=3e-3)
+    cfg = RAMConfig(
+        task="mnist",
+        batch_size=16,
+        hidden=32,
+        glimpse_hidden=16,
+        loc_hidden=16,
+        glimpse_dim=32,
+        epochs=3,
+        val=32,
+        lr=3e-3,
+    )
     te = GlimpseMNIST("mnist", "test", seed=1, images=X[:40], labels=Y[:40])
-    model, m = train_ram(cfg, out=tmp_path, train_data=GlimpseMNIST("mnist", images=X, labels=Y), test_data=te)
-    assert [e["on"] for e in m["evals"]] == ["validation"] * 3 and all(0 <= e["train_error"] <= 1 for e in m["evals"])
-    best = min(m["evals"], key=lambda e: e["error"])                     # the first of equal minima is kept
+    model, m = train_ram(
+        cfg,
+        out=tmp_path,
+        train_data=GlimpseMNIST("mnist", images=X, labels=Y),
+        test_data=te,
+    )
+    assert [e["on"] for e in m["evals"]] == ["validation"] * 3 and all(
+        0 <= e["train_error"] <= 1 for e in m["evals"]
+    )
+    best = min(
+        m["evals"], key=lambda e: e["error"]
+    )  # the first of equal minima is kept
     assert m["best"]["step"] == best["step"] and m["val_error"] == best["error"]
     kept, _, ck = load_ram(tmp_path / "best.pt")
     assert ck["step"] == best["step"] and ck["format"] == "sat_tutorial.ram/1"
-    assert m["test_error"] == evaluate_ram(kept, te)["error"] == evaluate_ram(model, te)["error"]   # returned model = best weights
-    assert json.loads((tmp_path / "metrics.json").read_text())["test_error"] == m["test_error"]
+    assert (
+        m["test_error"]
+        == evaluate_ram(kept, te)["error"]
+        == evaluate_ram(model, te)["error"]
+    )  # returned model = best weights
+    assert (
+        json.loads((tmp_path / "metrics.json").read_text())["test_error"]
+        == m["test_error"]
+    )
 
 
 def test_random_first_location_only_in_sampled_episodes():
@@ -296,19 +545,26 @@ def test_random_first_location_only_in_sampled_episodes():
     m = RAM(init_loc="random")
     x = torch.rand(64, 1, 28, 28)
     l0 = m(x).l[:, 0]
-    assert l0.abs().max() <= 1 and l0.std(0).min() > 0.4                 # uniform on [-1, 1]: std 0.58
-    assert torch.equal(m(x, sample=False).l[:, 0], torch.zeros(64, 2))  # the deterministic (test) episode starts at the centre
-    assert torch.equal(RAM()(x).l[:, 0], torch.zeros(64, 2))            # the paper's l_0
-    with pytest.raises(ValueError, match="init_loc"): RAM(init_loc="corner")
+    assert l0.abs().max() <= 1 and l0.std(0).min() > 0.4  # uniform on [-1, 1]: std 0.58
+    assert torch.equal(
+        m(x, sample=False).l[:, 0], torch.zeros(64, 2)
+    )  # the deterministic (test) episode starts at the centre
+    assert torch.equal(RAM()(x).l[:, 0], torch.zeros(64, 2))  # the paper's l_0
+    with pytest.raises(ValueError, match="init_loc"):
+        RAM(init_loc="corner")
 
 
 # ---------------------------------------------------------------- hostile input through `sat-tutorial ram ...` (issue 43)
 
+
 def _main(argv, capsys):
     "Run the real command line; exit status and stderr (argparse's exits included)."
     from sat_tutorial.cli import main
-    try: rc = main(argv)
-    except SystemExit as e: rc = e.code
+
+    try:
+        rc = main(argv)
+    except SystemExit as e:
+        rc = e.code
     return rc, capsys.readouterr().err
 
 
@@ -316,76 +572,181 @@ def _one_line(err: str, *names: str):
     "The last stderr line names the culprit; no traceback anywhere."
     assert "Traceback" not in err, err
     line = err.strip().splitlines()[-1]
-    for n in names: assert n in line, (n, line)
+    for n in names:
+        assert n in line, (n, line)
     return line
 
 
 def _mnist_dir(tmp_path, damage: str):
     "A data folder with four small MNIST files, one of them damaged in the way `damage` says; returns (root, damaged file)."
-    raw = tmp_path / "data" / "mnist" / "raw"; raw.mkdir(parents=True)
+    raw = tmp_path / "data" / "mnist" / "raw"
+    raw.mkdir(parents=True)
     X, Y = fake_digits(40)
-    def idx(a): return bytes([0, 0, 8, a.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in a.shape) + a.astype(np.uint8).tobytes()
-    for split, (im, lb) in {"train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
-                            "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz")}.items():
-        (raw / im).write_bytes(gzip.compress(idx(X))); (raw / lb).write_bytes(gzip.compress(idx(Y)))
-    bad = raw / ("train-labels-idx1-ubyte.gz" if damage == "labels-are-images" else "train-images-idx3-ubyte.gz")
+
+    def idx(a):
+        return (
+            bytes([0, 0, 8, a.ndim])
+            + b"".join(int(n).to_bytes(4, "big") for n in a.shape)
+            + a.astype(np.uint8).tobytes()
+        )
+
+    for split, (im, lb) in {
+        "train": ("train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"),
+        "test": ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"),
+    }.items():
+        (raw / im).write_bytes(gzip.compress(idx(X)))
+        (raw / lb).write_bytes(gzip.compress(idx(Y)))
+    bad = raw / (
+        "train-labels-idx1-ubyte.gz"
+        if damage == "labels-are-images"
+        else "train-images-idx3-ubyte.gz"
+    )
     good = bad.read_bytes()
-    bad.write_bytes({"truncated": good[:len(good) // 2], "not-gzip": b"<html>404 not found</html>", "empty": b"",
-                     "bad-crc": good[:-8] + bytes(4) + good[-4:], "labels-are-images": gzip.compress(idx(X)),
-                     "short-header": gzip.compress(bytes([0, 0, 8, 3, 0, 0]))}[damage])
+    bad.write_bytes(
+        {
+            "truncated": good[: len(good) // 2],
+            "not-gzip": b"<html>404 not found</html>",
+            "empty": b"",
+            "bad-crc": good[:-8] + bytes(4) + good[-4:],
+            "labels-are-images": gzip.compress(idx(X)),
+            "short-header": gzip.compress(bytes([0, 0, 8, 3, 0, 0])),
+        }[damage]
+    )
     return tmp_path / "data", bad
 
 
-@pytest.mark.parametrize("damage", ["truncated", "not-gzip", "empty", "bad-crc", "labels-are-images", "short-header"])
+@pytest.mark.parametrize(
+    "damage",
+    ["truncated", "not-gzip", "empty", "bad-crc", "labels-are-images", "short-header"],
+)
 def test_damaged_mnist_file_is_one_line(tmp_path, monkeypatch, capsys, damage):
     root, bad = _mnist_dir(tmp_path, damage)
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(root))
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
-    rc, err = _main(["ram", "train", "--steps", "1", "--limit", "20", "--out", str(tmp_path / "run"), "--quiet", "--device", "cpu"], capsys)
+    rc, err = _main(
+        [
+            "ram",
+            "train",
+            "--steps",
+            "1",
+            "--limit",
+            "20",
+            "--out",
+            str(tmp_path / "run"),
+            "--quiet",
+            "--device",
+            "cpu",
+        ],
+        capsys,
+    )
     assert rc == 1
     _one_line(err, str(bad))
-    assert not (tmp_path / "run").exists() and {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert (
+        not (tmp_path / "run").exists()
+        and {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    )
 
 
 def _fake_captioner_checkpoint(path):
     from sat_tutorial.core import save_checkpoint
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
     model = SoftAttentionCaptioner(12, 8, embed_dim=8, hidden_dim=8, attention_dim=8)
-    save_checkpoint({"format": "sat_tutorial.captioner/1", "config": {"model": "soft", "batch_size": 4},
-                     "model": model.state_dict(), "step": 3}, path)
+    save_checkpoint(
+        {
+            "format": "sat_tutorial.captioner/1",
+            "config": {"model": "soft", "batch_size": 4},
+            "model": model.state_dict(),
+            "step": 3,
+        },
+        path,
+    )
 
 
-@pytest.mark.parametrize("kind", ["captioner", "draw-like", "tensor", "ram-wrong-weights", "not-torch"])
+@pytest.mark.parametrize(
+    "kind", ["captioner", "draw-like", "tensor", "ram-wrong-weights", "not-torch"]
+)
 def test_evaluate_refuses_other_checkpoints(tmp_path, capsys, kind):
     from sat_tutorial.core import save_checkpoint
+
     ck = tmp_path / f"{kind}.pt"
-    if kind == "captioner": _fake_captioner_checkpoint(ck)
-    elif kind == "draw-like": save_checkpoint({"model": {}, "config": {"steps": 3, "T": 10}, "step": 3}, ck)
-    elif kind == "tensor": save_checkpoint(torch.zeros(3), ck)
+    if kind == "captioner":
+        _fake_captioner_checkpoint(ck)
+    elif kind == "draw-like":
+        save_checkpoint({"model": {}, "config": {"steps": 3, "T": 10}, "step": 3}, ck)
+    elif kind == "tensor":
+        save_checkpoint(torch.zeros(3), ck)
     elif kind == "ram-wrong-weights":
-        save_checkpoint({"format": "sat_tutorial.ram/1", "config": {"task": "mnist", "hidden": 64}, "model": RAM().state_dict(), "step": 1}, ck)
-    else: ck.write_text("hello")
+        save_checkpoint(
+            {
+                "format": "sat_tutorial.ram/1",
+                "config": {"task": "mnist", "hidden": 64},
+                "model": RAM().state_dict(),
+                "step": 1,
+            },
+            ck,
+        )
+    else:
+        ck.write_text("hello")
     before = ck.read_bytes()
-    rc, err = _main(["ram", "evaluate", "--checkpoint", str(ck), "--device", "cpu", "--json", str(tmp_path / "e.json")], capsys)
+    rc, err = _main(
+        [
+            "ram",
+            "evaluate",
+            "--checkpoint",
+            str(ck),
+            "--device",
+            "cpu",
+            "--json",
+            str(tmp_path / "e.json"),
+        ],
+        capsys,
+    )
     assert rc == 1
     line = _one_line(err, str(ck))
-    if kind == "captioner": assert "not a RAM checkpoint" in line and "captioner" in line
+    if kind == "captioner":
+        assert "not a RAM checkpoint" in line and "captioner" in line
     assert ck.read_bytes() == before and not (tmp_path / "e.json").exists()
 
 
-BAD_FLAGS = [("train", "--batch-size", "-4"), ("train", "--batch-size", "0"), ("train", "--epochs", "0"), ("train", "--steps", "-1"),
-             ("train", "--glimpses", "0"), ("train", "--glimpses", "1000000"), ("train", "--patch", "0"), ("train", "--scales", "0"),
-             ("train", "--scales", "40"), ("train", "--std", "0"), ("train", "--std", "-0.1"), ("train", "--std", "nan"),
-             ("train", "--lr", "0"), ("train", "--lr", "-1e-3"), ("train", "--lr", "inf"), ("train", "--time-limit", "-5"),
-             ("train", "--seed", "-1"), ("train", "--limit", "0"), ("train", "--threads", "0"), ("train", "--val", "-1"),
-             ("train", "--patience", "0"), ("train", "--batch-size", "ten"), ("evaluate", "--mc-samples", "-2"),
-             ("evaluate", "--limit", "0")]
+BAD_FLAGS = [
+    ("train", "--batch-size", "-4"),
+    ("train", "--batch-size", "0"),
+    ("train", "--epochs", "0"),
+    ("train", "--steps", "-1"),
+    ("train", "--glimpses", "0"),
+    ("train", "--glimpses", "1000000"),
+    ("train", "--patch", "0"),
+    ("train", "--scales", "0"),
+    ("train", "--scales", "40"),
+    ("train", "--std", "0"),
+    ("train", "--std", "-0.1"),
+    ("train", "--std", "nan"),
+    ("train", "--lr", "0"),
+    ("train", "--lr", "-1e-3"),
+    ("train", "--lr", "inf"),
+    ("train", "--time-limit", "-5"),
+    ("train", "--seed", "-1"),
+    ("train", "--limit", "0"),
+    ("train", "--threads", "0"),
+    ("train", "--val", "-1"),
+    ("train", "--patience", "0"),
+    ("train", "--batch-size", "ten"),
+    ("evaluate", "--mc-samples", "-2"),
+    ("evaluate", "--limit", "0"),
+]
 
 
 @pytest.mark.parametrize("cmd,flag,value", BAD_FLAGS)
 def test_numeric_flags_are_range_checked(tmp_path, capsys, cmd, flag, value):
-    extra = ["--out", str(tmp_path / "run")] if cmd == "train" else ["--checkpoint", str(tmp_path / "none.pt")]
-    rc, err = _main(["ram", cmd, f"{flag}={value}", *extra], capsys)   # "=": argparse reads "-1e-3" alone as an option
+    extra = (
+        ["--out", str(tmp_path / "run")]
+        if cmd == "train"
+        else ["--checkpoint", str(tmp_path / "none.pt")]
+    )
+    rc, err = _main(
+        ["ram", cmd, f"{flag}={value}", *extra], capsys
+    )  # "=": argparse reads "-1e-3" alone as an option
     assert rc == 2
     _one_line(err, flag, repr(value))
     assert list(tmp_path.iterdir()) == []
@@ -393,14 +754,30 @@ def test_numeric_flags_are_range_checked(tmp_path, capsys, cmd, flag, value):
 
 @needs_mnist
 def test_train_refuses_to_replace_a_run(tmp_path, capsys):
-    argv = ["ram", "train", "--steps", "2", "--limit", "100", "--batch-size", "20", "--out", str(tmp_path), "--quiet", "--device", "cpu"]
+    argv = [
+        "ram",
+        "train",
+        "--steps",
+        "2",
+        "--limit",
+        "100",
+        "--batch-size",
+        "20",
+        "--out",
+        str(tmp_path),
+        "--quiet",
+        "--device",
+        "cpu",
+    ]
     assert _main(argv, capsys)[0] == 0
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     rc, err = _main(argv, capsys)
     assert rc == 1 and "--overwrite" in _one_line(err, str(tmp_path / "ram.pt"))
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     assert _main(argv + ["--overwrite"], capsys)[0] == 0
-    rc, err = _main(argv + ["--overwrite", "--resume"], capsys)            # contradictory: argparse says so
+    rc, err = _main(
+        argv + ["--overwrite", "--resume"], capsys
+    )  # contradictory: argparse says so
     assert rc == 2 and "not allowed with" in _one_line(err, "--resume")
 
 
@@ -409,8 +786,16 @@ def test_evaluate_from_random_first_glimpses():
     model = cfg.model()
     l0 = torch.rand(5, 2) * 2 - 1
     x = te.batch(np.arange(5))[0]
-    assert torch.equal(model(x, sample=False, l0=l0).l[:, 0], l0)             # the given l_0 is where it looks first
-    a, b = evaluate_ram(model, te, start="random", seed=3), evaluate_ram(model, te, start="random", seed=3)
-    assert a == b and a["start"] == "random" and a["seed"] == 3                # seeded: reproducible
-    assert not torch.allclose(model(x, sample=False, l0=l0).logits, model(x, sample=False).logits)   # the first glimpse matters
-    with pytest.raises(ValueError, match="start"): evaluate_ram(model, te, start="corner")
+    assert torch.equal(
+        model(x, sample=False, l0=l0).l[:, 0], l0
+    )  # the given l_0 is where it looks first
+    a, b = (
+        evaluate_ram(model, te, start="random", seed=3),
+        evaluate_ram(model, te, start="random", seed=3),
+    )
+    assert a == b and a["start"] == "random" and a["seed"] == 3  # seeded: reproducible
+    assert not torch.allclose(
+        model(x, sample=False, l0=l0).logits, model(x, sample=False).logits
+    )  # the first glimpse matters
+    with pytest.raises(ValueError, match="start"):
+        evaluate_ram(model, te, start="corner")

@@ -2,7 +2,12 @@ import torch
 import pytest
 
 from sat_tutorial.data import Vocab
-from sat_tutorial.soft_attention import SoftAttentionCaptioner, caption_nll, doubly_stochastic_penalty, target_mask
+from sat_tutorial.soft_attention import (
+    SoftAttentionCaptioner,
+    caption_nll,
+    doubly_stochastic_penalty,
+    target_mask,
+)
 from fakes import caption_batch
 
 
@@ -20,4 +25,7 @@ def test_nll_ignores_padding_targets():
     caps, lengths = caption_batch()
     logits = torch.zeros(3, 5, 15)
     # uniform distribution: NLL = n_words * log V
-    assert torch.allclose(caption_nll(logits, caps, lengths), (lengths - 1).float() * torch.log(torch.tensor(15.0)))
+    assert torch.allclose(
+        caption_nll(logits, caps, lengths),
+        (lengths - 1).float() * torch.log(torch.tensor(15.0)),
+    )

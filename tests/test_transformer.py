@@ -1,5 +1,6 @@
 """The Transformer captioner (notebook 15) beyond the protocol tests of test_captioners.py: the cache against recomputing
 the prefix, its options and their errors, and the command line end to end (train, evaluate, self-critical training)."""
+
 import json
 
 import pytest
@@ -7,61 +8,165 @@ import torch
 
 from sat_tutorial.cli import main
 from sat_tutorial.decoding import beam_search, greedy
-from sat_tutorial.transformer import PrefixRecompute, TransformerCaptioner, grid_encoding
+from sat_tutorial.transformer import (
+    PrefixRecompute,
+    TransformerCaptioner,
+    grid_encoding,
+)
 
 
 def small(**kw):
     torch.manual_seed(0)
-    m = TransformerCaptioner(30, 12, **{**dict(embed_dim=16, hidden_dim=8, attention_dim=16, heads=4, layers=2, dropout=0.0), **kw})
-    m.out = torch.nn.Linear(16, 30)          # untied: a random model with E as its output matrix mostly repeats its input word
+    m = TransformerCaptioner(
+        30,
+        12,
+        **{
+            **dict(
+                embed_dim=16,
+                hidden_dim=8,
+                attention_dim=16,
+                heads=4,
+                layers=2,
+                dropout=0.0,
+            ),
+            **kw,
+        },
+    )
+    m.out = torch.nn.Linear(
+        16, 30
+    )  # untied: a random model with E as its output matrix mostly repeats its input word
     return m.eval()
 
 
 @pytest.mark.parametrize("position", ["sinusoidal", "learned", "none"])
 def test_cache_equals_recomputing_the_prefix(position):
-    m, feats = small(position=position), torch.randn(4, 16, 12)      # a 4×4 grid
-    for search in (lambda d: greedy(d, feats, 9), lambda d: beam_search(d, feats, 3, 9)):
+    m, feats = small(position=position), torch.randn(4, 16, 12)  # a 4×4 grid
+    for search in (
+        lambda d: greedy(d, feats, 9),
+        lambda d: beam_search(d, feats, 3, 9),
+    ):
         a, b = search(m), search(PrefixRecompute(m))
         assert [c.tokens for c in a] == [c.tokens for c in b]
         for x, y in zip(a, b):
-            assert abs(x.logprob - y.logprob) < 1e-4 and torch.allclose(x.attn, y.attn, atol=1e-5)
+            assert abs(x.logprob - y.logprob) < 1e-4 and torch.allclose(
+                x.attn, y.attn, atol=1e-5
+            )
 
 
 def test_grid_position_is_used_only_for_square_grids():
     m = small()
-    sq, regions = torch.randn(2, 9, 12), torch.randn(2, 10, 12)       # 3×3 grid; 10 regions: a set, no grid
+    sq, regions = (
+        torch.randn(2, 9, 12),
+        torch.randn(2, 10, 12),
+    )  # 3×3 grid; 10 regions: a set, no grid
     x = m.W_a(sq) + grid_encoding(3, 3, 16)
     assert torch.allclose(m.encode(sq), m.enc_norm(m.encoder[0](x)), atol=1e-6)
-    assert torch.allclose(m.encode(regions), m.enc_norm(m.encoder[0](m.W_a(regions))), atol=1e-6)
+    assert torch.allclose(
+        m.encode(regions), m.enc_norm(m.encoder[0](m.W_a(regions))), atol=1e-6
+    )
 
 
-@pytest.mark.parametrize("kw,match", [
-    (dict(position="polar"), "position must be"), (dict(heads=3), "multiples of heads"),
-    (dict(embed_dim=18, attention_dim=16, heads=2), None),           # fine: d_model 18, d_qk 16, 2 heads
-])
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(position="polar"), "position must be"),
+        (dict(heads=3), "multiples of heads"),
+        (
+            dict(embed_dim=18, attention_dim=16, heads=2),
+            None,
+        ),  # fine: d_model 18, d_qk 16, 2 heads
+    ],
+)
 def test_options_and_their_errors(kw, match):
-    if match is None: small(**kw); return
-    with pytest.raises(ValueError, match=match): small(**kw)
+    if match is None:
+        small(**kw)
+        return
+    with pytest.raises(ValueError, match=match):
+        small(**kw)
 
 
 def test_captions_longer_than_max_len_are_refused():
     m = small(max_len=4)
-    caps = torch.randint(3, 30, (2, 6)); caps[:, 0] = 1
-    with pytest.raises(ValueError, match="max_len 4"): m(torch.randn(2, 9, 12), caps, torch.tensor([6, 6]))
+    caps = torch.randint(3, 30, (2, 6))
+    caps[:, 0] = 1
+    with pytest.raises(ValueError, match="max_len 4"):
+        m(torch.randn(2, 9, 12), caps, torch.tensor([6, 6]))
 
 
 def test_grid_encoding_needs_a_multiple_of_four():
-    with pytest.raises(ValueError, match="multiple of 4"): grid_encoding(3, 3, 6)
+    with pytest.raises(ValueError, match="multiple of 4"):
+        grid_encoding(3, 3, 6)
 
 
 def test_train_evaluate_and_self_critical_through_main(tmp_path, capsys):
     "`train --model transformer` on the scenes, `evaluate` its checkpoint, and self-critical training from it."
-    common = ["--data", "scenes", "--n-train", "64", "--n-val", "8", "--n-test", "8", "--val-every", "4", "--device", "cpu"]
-    assert main(["train", "--model", "transformer", "--steps", "4", "--out", str(tmp_path / "xe"), *common]) == 0
-    assert main(["evaluate", "--checkpoint", str(tmp_path / "xe" / "best.pt"), "--split", "test", "--limit", "4",
-                 "--json", str(tmp_path / "e.json")]) == 0
+    common = [
+        "--data",
+        "scenes",
+        "--n-train",
+        "64",
+        "--n-val",
+        "8",
+        "--n-test",
+        "8",
+        "--val-every",
+        "4",
+        "--device",
+        "cpu",
+    ]
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "transformer",
+                "--steps",
+                "4",
+                "--out",
+                str(tmp_path / "xe"),
+                *common,
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "evaluate",
+                "--checkpoint",
+                str(tmp_path / "xe" / "best.pt"),
+                "--split",
+                "test",
+                "--limit",
+                "4",
+                "--json",
+                str(tmp_path / "e.json"),
+            ]
+        )
+        == 0
+    )
     assert json.loads((tmp_path / "e.json").read_text())["metrics"]["n_images"] == 4
-    assert main(["train", "--model", "transformer", "--steps", "2", "--scst", "--init-from", str(tmp_path / "xe" / "best.pt"),
-                 "--out", str(tmp_path / "scst"), *common]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--model",
+                "transformer",
+                "--steps",
+                "2",
+                "--scst",
+                "--init-from",
+                str(tmp_path / "xe" / "best.pt"),
+                "--out",
+                str(tmp_path / "scst"),
+                *common,
+            ]
+        )
+        == 0
+    )
     ck = torch.load(tmp_path / "scst" / "last.pt", weights_only=True)
-    assert ck["config"]["model"] == "transformer" and ck["config"]["model_kwargs"]["heads"] == 4 and ck["config"]["model_kwargs"]["encoder_layers"] == 0
+    assert (
+        ck["config"]["model"] == "transformer"
+        and ck["config"]["model_kwargs"]["heads"] == 4
+        and ck["config"]["model_kwargs"]["encoder_layers"] == 0
+    )

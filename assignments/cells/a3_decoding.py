@@ -20,11 +20,17 @@ import itertools
 import torch
 from sat_tutorial.core import seed_everything
 from sat_tutorial.butd import BUTDCaptioner
-from sat_tutorial.decoding import beam_search as reference_beam_search, expand_state as reference_expand_state, greedy, select_state
+from sat_tutorial.decoding import (
+    beam_search as reference_beam_search,
+    expand_state as reference_expand_state,
+    greedy,
+    select_state,
+)
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
 torch.set_num_threads(1)
 PAD, START, END = 0, 1, 2
+
 
 def tiny_captioner(kind, V=7, D=4, seed=0):
     "A small random captioner whose word distributions are far from uniform, in eval mode."
@@ -32,11 +38,13 @@ def tiny_captioner(kind, V=7, D=4, seed=0):
     cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
     model = cls(V, D, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
     with torch.no_grad():
-        for p in model.parameters(): p.mul_(2.0)
+        for p in model.parameters():
+            p.mul_(2.0)
     return model
 
+
 model = tiny_captioner("soft")
-feats = torch.randn(3, 5, 4)                       # B = 3 images, L = 5 locations, D = 4
+feats = torch.randn(3, 5, 4)  # B = 3 images, L = 5 locations, D = 4
 print("per-image constants in the state (static_state):", model.static_state)
 
 # %% md
@@ -48,23 +56,37 @@ print("per-image constants in the state (static_state):", model.static_state)
 # `static_state`: annotations, projected keys), which are per-image constants and stay `(B, …)`: every beam of an
 # image shares them. `select_state(state, rows, static)` (given) later keeps the chosen rows.
 
+
 # %% solution id=a3_expand
 def expand_state(state, k, static=()):
     "Each state tensor `(B, …)` → `(B·k, …)`, an image's k beams adjacent; tensors at `static` positions unchanged."
     ### BEGIN SOLUTION
-    return tuple(s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state))
+    return tuple(
+        s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state)
+    )
     ### END SOLUTION
+
 
 # %% test id=a3_expand_test points=2
 st = expand_state((torch.zeros(2, 3), torch.ones(2, 4, 5)), 3, static=(1,))
-assert st[0].shape == (6, 3) and st[1].shape == (2, 4, 5), "per-row tensors grow to (B·k, …); static ones stay (B, …)"
+assert st[0].shape == (6, 3) and st[1].shape == (2, 4, 5), (
+    "per-row tensors grow to (B·k, …); static ones stay (B, …)"
+)
 ### BEGIN HIDDEN TESTS
 rows = expand_state((torch.arange(3)[:, None], torch.arange(3)), 2, static=())
-assert rows[0][:, 0].tolist() == [0, 0, 1, 1, 2, 2], f"the beams of an image must be adjacent: got rows of images {rows[0][:, 0].tolist()}"
+assert rows[0][:, 0].tolist() == [0, 0, 1, 1, 2, 2], (
+    f"the beams of an image must be adjacent: got rows of images {rows[0][:, 0].tolist()}"
+)
 state = model.init_state(feats)
-mine, ref = expand_state(state, 4, model.static_state), reference_expand_state(state, 4, model.static_state)
+mine, ref = (
+    expand_state(state, 4, model.static_state),
+    reference_expand_state(state, 4, model.static_state),
+)
 assert len(mine) == len(ref)
-for a, b in zip(mine, ref): assert a.shape == b.shape and torch.equal(a, b), "expand_state differs from the package's"
+for a, b in zip(mine, ref):
+    assert a.shape == b.shape and torch.equal(a, b), (
+        "expand_state differs from the package's"
+    )
 ### END HIDDEN TESTS
 
 # %% md
@@ -83,6 +105,7 @@ for a, b in zip(mine, ref): assert a.shape == b.shape and torch.equal(a, b), "ex
 # `<end>`; `score` a float, the summed log-probability (with `<end>` if reached). Call `model.eval()` and decode without
 # gradients.
 
+
 # %% solution id=a3_beam
 def beam_search(model, feats, beam_size=3, max_len=20):
     "Batched beam search with any captioner: `[(tokens, score)]`, the best caption of each image of `feats (B, L, D)`."
@@ -92,60 +115,84 @@ def beam_search(model, feats, beam_size=3, max_len=20):
     static = getattr(model, "static_state", ())
     with torch.no_grad():
         state = expand_state(model.init_state(feats), K, static)
-        scores = torch.zeros(B, K); scores[:, 1:] = float("-inf")      # only beam 0 is alive at first
+        scores = torch.zeros(B, K)
+        scores[:, 1:] = float("-inf")  # only beam 0 is alive at first
         words = torch.full((B * K,), START, dtype=torch.long)
         finished = torch.zeros(B * K, dtype=torch.bool)
         history = torch.zeros(B * K, 0, dtype=torch.long)
         for _ in range(max_len):
-            lp, state, _ = model.step(words, state)                     # (B·K, V)
+            lp, state, _ = model.step(words, state)  # (B·K, V)
             lp = lp.float().clone()
             V = lp.shape[1]
-            lp[finished] = float("-inf"); lp[finished, PAD] = 0.0       # a finished caption only grows <pad>, for free
-            cand = (scores.reshape(-1, 1) + lp).reshape(B, K * V)       # (B, K·V)
-            scores, idx = cand.topk(K, dim=1)                           # (B, K)
-            src = (torch.arange(B)[:, None] * K + idx // V).reshape(-1) # the row each new beam comes from
+            lp[finished] = float("-inf")
+            lp[finished, PAD] = 0.0  # a finished caption only grows <pad>, for free
+            cand = (scores.reshape(-1, 1) + lp).reshape(B, K * V)  # (B, K·V)
+            scores, idx = cand.topk(K, dim=1)  # (B, K)
+            src = (torch.arange(B)[:, None] * K + idx // V).reshape(
+                -1
+            )  # the row each new beam comes from
             words = (idx % V).reshape(-1)
             state = select_state(state, src, static)
             history = torch.cat([history[src], words[:, None]], 1)
             finished = finished[src] | (words == END)
-            if finished.all(): break
+            if finished.all():
+                break
         out = []
         for b in range(B):
             k = int(scores[b].argmax())
             toks = history[b * K + k].tolist()
-            out.append((toks[:toks.index(END)] if END in toks else toks, float(scores[b, k])))
+            out.append(
+                (toks[: toks.index(END)] if END in toks else toks, float(scores[b, k]))
+            )
     return out
     ### END SOLUTION
 
+
 # %% test id=a3_greedy_test points=2
 caps = beam_search(model, feats, beam_size=1, max_len=8)
-assert len(caps) == 3 and all(isinstance(t, list) for t, _ in caps), "one (tokens, score) per image"
+assert len(caps) == 3 and all(isinstance(t, list) for t, _ in caps), (
+    "one (tokens, score) per image"
+)
 ### BEGIN HIDDEN TESTS
 for kind in ("soft", "butd"):
     m = tiny_captioner(kind, seed=31)
     f = torch.randn(4, 5, 4) * 2
-    for (toks, score), g in zip(beam_search(m, f, beam_size=1, max_len=8), greedy(m, f, max_len=8)):
-        assert toks == g.tokens, f"{kind}: beam size 1 must be greedy decoding: {toks} against {g.tokens}"
-        assert abs(score - g.logprob) < 1e-4, f"{kind}: beam size 1 scores {score:.4f}, greedy {g.logprob:.4f}"
+    for (toks, score), g in zip(
+        beam_search(m, f, beam_size=1, max_len=8), greedy(m, f, max_len=8)
+    ):
+        assert toks == g.tokens, (
+            f"{kind}: beam size 1 must be greedy decoding: {toks} against {g.tokens}"
+        )
+        assert abs(score - g.logprob) < 1e-4, (
+            f"{kind}: beam size 1 scores {score:.4f}, greedy {g.logprob:.4f}"
+        )
 ### END HIDDEN TESTS
+
 
 # %% test id=a3_brute_force_test points=3
 def brute_force(model, feats1, max_len):
     "The best caption of one image `(1, L, D)` by scoring every word sequence of `max_len` steps: (tokens, score)."
     V = model.step(torch.full((1,), START), model.init_state(feats1))[0].shape[1]
-    seqs = torch.tensor(list(itertools.product(range(V), repeat=max_len)))    # (V^max_len, max_len)
+    seqs = torch.tensor(
+        list(itertools.product(range(V), repeat=max_len))
+    )  # (V^max_len, max_len)
     n = len(seqs)
     with torch.no_grad():
         state = reference_expand_state(model.init_state(feats1), n, model.static_state)
-        words, total, done = torch.full((n,), START), torch.zeros(n), torch.zeros(n, dtype=torch.bool)
+        words, total, done = (
+            torch.full((n,), START),
+            torch.zeros(n),
+            torch.zeros(n, dtype=torch.bool),
+        )
         for t in range(max_len):
             lp, state, _ = model.step(words, state)
-            total += torch.where(done, 0.0, lp.gather(1, seqs[:, t:t + 1]).squeeze(1))
+            total += torch.where(done, 0.0, lp.gather(1, seqs[:, t : t + 1]).squeeze(1))
             done |= seqs[:, t] == END
             words = seqs[:, t]
     best = int(total.argmax())
     toks = seqs[best].tolist()
-    return (toks[:toks.index(END)] if END in toks else toks), float(total[best])
+    return (toks[: toks.index(END)] if END in toks else toks), float(total[best])
+
 
 toks, score = brute_force(model, feats[:1], 3)
 print("best caption of image 0 by enumeration:", toks, round(score, 4))
@@ -153,24 +200,37 @@ print("best caption of image 0 by enumeration:", toks, round(score, 4))
 for kind, seed in (("soft", 32), ("butd", 33)):
     m = tiny_captioner(kind, seed=seed)
     f = torch.randn(3, 5, 4) * 2
-    found = beam_search(m, f, beam_size=49, max_len=3)          # 49 = V² beams: nothing is ever pruned away
+    found = beam_search(
+        m, f, beam_size=49, max_len=3
+    )  # 49 = V² beams: nothing is ever pruned away
     for b in range(3):
-        toks, score = brute_force(m, f[b:b + 1], 3)
-        assert found[b][0] == toks, f"{kind}, image {b}: with every prefix kept, beam search must find the best caption {toks}, found {found[b][0]}"
-        assert abs(found[b][1] - score) < 1e-4, f"{kind}, image {b}: score {found[b][1]:.4f}, the caption's log-probability is {score:.4f}"
+        toks, score = brute_force(m, f[b : b + 1], 3)
+        assert found[b][0] == toks, (
+            f"{kind}, image {b}: with every prefix kept, beam search must find the best caption {toks}, found {found[b][0]}"
+        )
+        assert abs(found[b][1] - score) < 1e-4, (
+            f"{kind}, image {b}: score {found[b][1]:.4f}, the caption's log-probability is {score:.4f}"
+        )
 ### END HIDDEN TESTS
 
 # %% test id=a3_package_test points=3
 mine = beam_search(model, feats, beam_size=3, max_len=8)
 print([t for t, _ in mine])
 ### BEGIN HIDDEN TESTS
-for kind, seed in (("soft", 34), ("butd", 30)):          # seeds whose captions end at different lengths
+for kind, seed in (
+    ("soft", 34),
+    ("butd", 30),
+):  # seeds whose captions end at different lengths
     m = tiny_captioner(kind, seed=seed)
     f = torch.randn(5, 5, 4) * 2
     for k in (2, 3):
         ref = reference_beam_search(m, f, beam_size=k, max_len=8)
         got = beam_search(m, f, beam_size=k, max_len=8)
         for b, ((toks, score), r) in enumerate(zip(got, ref)):
-            assert toks == r.tokens, f"{kind}, beam {k}, image {b} of a batch of 5: {toks}, the package finds {r.tokens}"
-            assert abs(score - r.logprob) < 1e-4, f"{kind}, beam {k}, image {b}: score {score:.4f} against {r.logprob:.4f}"
+            assert toks == r.tokens, (
+                f"{kind}, beam {k}, image {b} of a batch of 5: {toks}, the package finds {r.tokens}"
+            )
+            assert abs(score - r.logprob) < 1e-4, (
+                f"{kind}, beam {k}, image {b}: score {score:.4f} against {r.logprob:.4f}"
+            )
 ### END HIDDEN TESTS

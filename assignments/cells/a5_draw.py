@@ -11,14 +11,24 @@
 # %%
 import torch
 from sat_tutorial.core import check_close, seed_everything
-from sat_tutorial.draw import attention_params, filterbank as reference_filterbank, kl_standard_normal, read_glimpse, write_patch
+from sat_tutorial.draw import (
+    attention_params,
+    filterbank as reference_filterbank,
+    kl_standard_normal,
+    read_glimpse,
+    write_patch,
+)
 
 torch.set_num_threads(1)
 
 seed_everything(0)
-A, B, N, bs = 12, 10, 3, 2                         # image width A, height B, grid N×N, batch
+A, B, N, bs = 12, 10, 3, 2  # image width A, height B, grid N×N, batch
 g_X, g_Y = torch.tensor([6.0, 3.0]), torch.tensor([5.0, 7.5])
-sigma2, delta, gamma = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.5]), torch.tensor([1.0, 2.0])
+sigma2, delta, gamma = (
+    torch.tensor([1.0, 0.5]),
+    torch.tensor([2.0, 1.5]),
+    torch.tensor([1.0, 2.0]),
+)
 
 # %% md
 # ## 1. The filterbank (3 points)
@@ -34,31 +44,50 @@ sigma2, delta, gamma = torch.tensor([1.0, 0.5]), torch.tensor([2.0, 1.5]), torch
 # `F_Y (bs, N, B)`. Normalising $\exp(\cdot)$ by its sum is a softmax over the pixels: compute it as one
 # (`torch.softmax`), so that a narrow filter far from every pixel does not give 0/0.
 
+
 # %% solution id=a5_filterbank
 def filterbank(g_X, g_Y, sigma2, delta, N, A, B):
     "F_X `(bs, N, A)` and F_Y `(bs, N, B)`, each row a normalised Gaussian over the pixels."
     ### BEGIN SOLUTION
     i = torch.arange(1, N + 1, dtype=g_X.dtype)
-    mu_X = g_X[:, None] + (i - N / 2 - 0.5) * delta[:, None]                     # (bs, N)
+    mu_X = g_X[:, None] + (i - N / 2 - 0.5) * delta[:, None]  # (bs, N)
     mu_Y = g_Y[:, None] + (i - N / 2 - 0.5) * delta[:, None]
     a = torch.arange(1, A + 1, dtype=g_X.dtype)
     b = torch.arange(1, B + 1, dtype=g_X.dtype)
-    F_X = torch.softmax(-(a - mu_X[..., None]) ** 2 / (2 * sigma2[:, None, None]), -1)   # (bs, N, A)
-    F_Y = torch.softmax(-(b - mu_Y[..., None]) ** 2 / (2 * sigma2[:, None, None]), -1)   # (bs, N, B)
+    F_X = torch.softmax(
+        -((a - mu_X[..., None]) ** 2) / (2 * sigma2[:, None, None]), -1
+    )  # (bs, N, A)
+    F_Y = torch.softmax(
+        -((b - mu_Y[..., None]) ** 2) / (2 * sigma2[:, None, None]), -1
+    )  # (bs, N, B)
     return F_X, F_Y
     ### END SOLUTION
 
+
 # %% test id=a5_filterbank_test points=3
 F_X, F_Y = filterbank(g_X, g_Y, sigma2, delta, N, A, B)
-assert F_X.shape == (bs, N, A) and F_Y.shape == (bs, N, B), "F_X must be (bs, N, A) and F_Y (bs, N, B)"
+assert F_X.shape == (bs, N, A) and F_Y.shape == (bs, N, B), (
+    "F_X must be (bs, N, A) and F_Y (bs, N, B)"
+)
 check_close(F_X.sum(-1), torch.ones(bs, N), "each filter of F_X summed over the pixels")
 ### BEGIN HIDDEN TESTS
 seed_everything(51)
 p = attention_params(torch.randn(4, 5), 17, 13, 5)
 mine, ref = filterbank(*p[:4], 5, 17, 13), reference_filterbank(*p[:4], 5, 17, 13)
-check_close(mine[0], ref[0], "F_X"); check_close(mine[1], ref[1], "F_Y")
-one = filterbank(torch.tensor([4.0]), torch.tensor([4.0]), torch.tensor([0.01]), torch.tensor([1.0]), 1, 7, 7)[0]
-assert int(one[0, 0].argmax()) == 3, "a single narrow filter at g_X = 4 must sit on the 4th pixel (pixels count from 1)"
+check_close(mine[0], ref[0], "F_X")
+check_close(mine[1], ref[1], "F_Y")
+one = filterbank(
+    torch.tensor([4.0]),
+    torch.tensor([4.0]),
+    torch.tensor([0.01]),
+    torch.tensor([1.0]),
+    1,
+    7,
+    7,
+)[0]
+assert int(one[0, 0].argmax()) == 3, (
+    "a single narrow filter at g_X = 4 must sit on the 4th pixel (pixels count from 1)"
+)
 ### END HIDDEN TESTS
 
 # %% md
@@ -69,6 +98,7 @@ assert int(one[0, 0].argmax()) == 3, "a single narrow filter at g_X = 4 must sit
 #
 # `x` is `(bs, B, A)`, `w` is `(bs, N, N)`, `gamma` is `(bs,)`.
 
+
 # %% solution id=a5_readwrite
 def read(x, F_X, F_Y, gamma):
     "γ F_Y x F_Xᵀ: glimpses `(bs, N, N)` of images `x (bs, B, A)`."
@@ -76,25 +106,33 @@ def read(x, F_X, F_Y, gamma):
     return gamma[:, None, None] * (F_Y @ x @ F_X.transpose(-1, -2))
     ### END SOLUTION
 
+
 def write(w, F_X, F_Y, gamma):
     "(1/γ) F_Yᵀ w F_X: canvas updates `(bs, B, A)` from patches `w (bs, N, N)`."
     ### BEGIN SOLUTION
     return (F_Y.transpose(-1, -2) @ w @ F_X) / gamma[:, None, None]
     ### END SOLUTION
 
+
 # %% test id=a5_read_test points=2
 F_X, F_Y = reference_filterbank(g_X, g_Y, sigma2, delta, N, A, B)
-assert read(torch.rand(bs, B, A), F_X, F_Y, gamma).shape == (bs, N, N), "a read is (bs, N, N)"
+assert read(torch.rand(bs, B, A), F_X, F_Y, gamma).shape == (bs, N, N), (
+    "a read is (bs, N, N)"
+)
 ### BEGIN HIDDEN TESTS
 seed_everything(52)
 p = attention_params(torch.randn(3, 5), 11, 9, 4)
 FX, FY = reference_filterbank(*p[:4], 4, 11, 9)
 x5 = torch.rand(3, 9, 11)
-check_close(read(x5, FX, FY, p[4]), read_glimpse(x5[:, None], FX, FY, p[4])[:, 0], "read(x)")
+check_close(
+    read(x5, FX, FY, p[4]), read_glimpse(x5[:, None], FX, FY, p[4])[:, 0], "read(x)"
+)
 ### END HIDDEN TESTS
 
 # %% test id=a5_write_test points=2
-assert write(torch.rand(bs, N, N), F_X, F_Y, gamma).shape == (bs, B, A), "a write is (bs, B, A)"
+assert write(torch.rand(bs, N, N), F_X, F_Y, gamma).shape == (bs, B, A), (
+    "a write is (bs, B, A)"
+)
 ### BEGIN HIDDEN TESTS
 w5 = torch.randn(3, 4, 4)
 check_close(write(w5, FX, FY, p[4]), write_patch(w5, FX, FY, p[4]), "write(w)")
@@ -109,21 +147,35 @@ check_close(write(w5, FX, FY, p[4]), write_patch(w5, FX, FY, p[4]), "write(w)")
 # one Gaussian coordinate yourself before trusting that constant. `mu` and `log_sigma` are `(T, bs, Z)`; return
 # $\mathcal L^z$ per image, `(bs,)`, in nats.
 
+
 # %% solution id=a5_kl
 def latent_loss(mu, log_sigma):
     "L^z = Σ_t KL(N(μ_t, σ_t²) ‖ N(0, I)) per image `(bs,)`."
     ### BEGIN SOLUTION
     T, bs, Z = mu.shape
-    return 0.5 * (mu ** 2 + (2 * log_sigma).exp() - 2 * log_sigma).sum((0, 2)) - T * Z / 2
+    return 0.5 * (mu**2 + (2 * log_sigma).exp() - 2 * log_sigma).sum((0, 2)) - T * Z / 2
     ### END SOLUTION
 
+
 # %% test id=a5_kl_test points=3
-assert latent_loss(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)).shape == (2,), "L^z is one number per image"
+assert latent_loss(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)).shape == (2,), (
+    "L^z is one number per image"
+)
 ### BEGIN HIDDEN TESTS
-check_close(latent_loss(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)), torch.zeros(2), "L^z when Q is the prior (it must be 0)")
+check_close(
+    latent_loss(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)),
+    torch.zeros(2),
+    "L^z when Q is the prior (it must be 0)",
+)
 seed_everything(53)
 mu6, ls6 = torch.randn(5, 3, 7), 0.3 * torch.randn(5, 3, 7)
 check_close(latent_loss(mu6, ls6), kl_standard_normal(mu6, ls6).sum((0, 2)), "L^z")
 q = torch.distributions.Normal(mu6, ls6.exp())
-check_close(latent_loss(mu6, ls6), torch.distributions.kl_divergence(q, torch.distributions.Normal(0.0, 1.0)).sum((0, 2)), "L^z against torch.distributions")
+check_close(
+    latent_loss(mu6, ls6),
+    torch.distributions.kl_divergence(q, torch.distributions.Normal(0.0, 1.0)).sum(
+        (0, 2)
+    ),
+    "L^z against torch.distributions",
+)
 ### END HIDDEN TESTS

@@ -19,7 +19,7 @@ from sat_tutorial.butd import BUTDCaptioner
 torch.set_num_threads(1)
 
 seed_everything(0)
-B, L, d, E = 3, 5, 6, 4                            # images, regions, hidden size, word embedding size
+B, L, d, E = 3, 5, 6, 4  # images, regions, hidden size, word embedding size
 
 # %% md
 # ## 1. The visual sentinel (2 points)
@@ -29,6 +29,7 @@ B, L, d, E = 3, 5, 6, 4                            # images, regions, hidden siz
 # with $x_t$ the LSTM's input, $h_{t-1}$ its previous hidden state and $m_t$ its new memory cell. `sentinel.W_x`
 # (with bias) and `sentinel.W_h` (no bias) are `nn.Linear`s; `x (B, E + d)`, `h_prev (B, d)`, `m (B, d)`.
 
+
 # %% solution id=a6_sentinel
 def sentinel(sent, x, h_prev, m):
     "s_t `(B, d)`."
@@ -36,6 +37,7 @@ def sentinel(sent, x, h_prev, m):
     g = torch.sigmoid(sent.W_x(x) + sent.W_h(h_prev))
     return g * torch.tanh(m)
     ### END SOLUTION
+
 
 # %% test id=a6_sentinel_test points=2
 sent = VisualSentinel(E + d, d)
@@ -62,6 +64,7 @@ check_close(sentinel(sent2, x2, hp2, m2), sent2(sent2.W_x(x2), hp2, m2), "s_t")
 # `z (B, L)`, `z_s (B, 1)`, region features `V (B, L, d)`, sentinel `s (B, d)`. Return `alpha_hat (B, L + 1)` (the
 # sentinel last), `beta (B, 1)` and `c_hat (B, d)`.
 
+
 # %% solution id=a6_combine
 def adaptive_context(z, z_s, V, s):
     "α̂_t `(B, L+1)`, β_t `(B, 1)`, ĉ_t `(B, d)`."
@@ -72,13 +75,23 @@ def adaptive_context(z, z_s, V, s):
     return alpha_hat, beta, beta * s + (1 - beta) * c
     ### END SOLUTION
 
+
 # %% test id=a6_combine_test points=3
-a_hat, beta, c_hat = adaptive_context(torch.randn(B, L), torch.randn(B, 1), torch.randn(B, L, d), torch.randn(B, d))
-assert a_hat.shape == (B, L + 1) and beta.shape == (B, 1) and c_hat.shape == (B, d), "shapes (B, L+1), (B, 1), (B, d)"
+a_hat, beta, c_hat = adaptive_context(
+    torch.randn(B, L), torch.randn(B, 1), torch.randn(B, L, d), torch.randn(B, d)
+)
+assert a_hat.shape == (B, L + 1) and beta.shape == (B, 1) and c_hat.shape == (B, d), (
+    "shapes (B, L+1), (B, 1), (B, d)"
+)
 check_close(a_hat.sum(-1), torch.ones(B), "Σ α̂_t")
 ### BEGIN HIDDEN TESTS
 seed_everything(62)
-z3, zs3, V3, s3 = torch.randn(4, 7), torch.randn(4, 1), torch.randn(4, 7, 5), torch.randn(4, 5)
+z3, zs3, V3, s3 = (
+    torch.randn(4, 7),
+    torch.randn(4, 1),
+    torch.randn(4, 7, 5),
+    torch.randn(4, 5),
+)
 a_ref, c_ref, chat_ref = AdaptiveAttention.combine(z3, zs3, V3, s3)
 a_got, b_got, chat_got = adaptive_context(z3, zs3, V3, s3)
 check_close(a_got, a_ref, "α̂_t")
@@ -102,32 +115,46 @@ check_close(chat_got, chat_ref, "ĉ_t = β_t s_t + (1 − β_t) c_t")
 # `model.W_p`. Return the log-probabilities `(B, V)`, the new state (the same 7-tuple; keep `v`, `gates_v`, `keys`
 # as they are) and `alpha (B, R)`. Dropout is off in these tests.
 
+
 # %% solution id=a6_butd
 def butd_step(model, words, state):
     "log p(y_t | y_<t) `(B, V)`, the new state, α_t `(B, R)`."
     ### BEGIN SOLUTION
     h1, c1, h2, c2, v, gates_v, keys = state
-    x1 = torch.cat([h2, v.mean(1), model.embed(words)], 1)                     # top-down: the language LSTM's h²_{t−1}
+    x1 = torch.cat(
+        [h2, v.mean(1), model.embed(words)], 1
+    )  # top-down: the language LSTM's h²_{t−1}
     h1, c1 = model.att_lstm(x1, (h1, c1))
     alpha, v_hat = model.attention(model.attention.keys(v), v, h1)
     h2, c2 = model.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))
     return model.W_p(h2).log_softmax(-1), (h1, c1, h2, c2, v, gates_v, keys), alpha
     ### END SOLUTION
 
+
 # %% test id=a6_butd_attention_test points=3
 seed_everything(1)
-butd = BUTDCaptioner(11, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0).eval()
+butd = BUTDCaptioner(
+    11, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0
+).eval()
 regions = torch.randn(B, L, 8)
 lp, st, alpha = butd_step(butd, torch.full((B,), 1), butd.init_state(regions))
-assert lp.shape == (B, 11) and alpha.shape == (B, L) and len(st) == 7, "shapes: (B, V), a 7-tuple, (B, R)"
+assert lp.shape == (B, 11) and alpha.shape == (B, L) and len(st) == 7, (
+    "shapes: (B, V), a 7-tuple, (B, R)"
+)
 ### BEGIN HIDDEN TESTS
 seed_everything(63)
-m6 = BUTDCaptioner(13, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0).eval()
+m6 = BUTDCaptioner(
+    13, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0
+).eval()
 r6 = torch.randn(4, 6, 8)
-words = [torch.tensor([1, 1, 1, 1]), torch.tensor([5, 3, 9, 2]), torch.tensor([4, 4, 7, 12])]
+words = [
+    torch.tensor([1, 1, 1, 1]),
+    torch.tensor([5, 3, 9, 2]),
+    torch.tensor([4, 4, 7, 12]),
+]
 st_ref = st_got = m6.init_state(r6)
 with torch.no_grad():
-    for t, w in enumerate(words):                   # three steps: from step 2 on, h²_{t−1} is not zero
+    for t, w in enumerate(words):  # three steps: from step 2 on, h²_{t−1} is not zero
         lp_ref, st_ref, a_ref = m6.step(w, st_ref)
         lp_got, st_got, a_got = butd_step(m6, w, st_got)
         check_close(a_got, a_ref, f"α_t at step {t + 1}")

@@ -23,11 +23,12 @@ import json, os, subprocess, sys, tempfile
 from pathlib import Path
 
 RUN_DIR = Path("a7_run")
-TARGET = 0.6            # attention correctness on the test scenes
-MAX_MINUTES = 10.0      # of training
+TARGET = 0.6  # attention correctness on the test scenes
+MAX_MINUTES = 10.0  # of training
 
 # %% md
 # ## 1. Your run
+
 
 # %% solution id=a7_command
 def train_args():
@@ -36,13 +37,27 @@ def train_args():
     return ["--model", "butd", "--data", "scenes", "--time-budget", "9"]
     ### END SOLUTION
 
+
 # %%
 if (RUN_DIR / "test_metrics.json").exists():
-    print(f"{RUN_DIR} holds a finished run: not training again (delete the folder to train again)")
+    print(
+        f"{RUN_DIR} holds a finished run: not training again (delete the folder to train again)"
+    )
 elif os.environ.get("NBGRADER_EXECUTION"):
-    print(f"no {RUN_DIR}/test_metrics.json in this submission: there is no run to grade")
+    print(
+        f"no {RUN_DIR}/test_metrics.json in this submission: there is no run to grade"
+    )
 else:
-    cmd = [sys.executable, "-m", "sat_tutorial", "train", *train_args(), "--out", str(RUN_DIR), "--evaluate"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sat_tutorial",
+        "train",
+        *train_args(),
+        "--out",
+        str(RUN_DIR),
+        "--evaluate",
+    ]
     print(" ".join(cmd[1:]))
     subprocess.run(cmd, check=True)
 
@@ -53,16 +68,32 @@ else:
 # `model`, `data`, `n_test` (from `config.json`), `steps`, `minutes` (from `train_summary.json`), and `bleu4`,
 # `attention_correctness` (from `test_metrics.json`). A missing file must raise `FileNotFoundError` (naming it).
 
+
 # %% solution id=a7_summary
 def run_summary(run_dir):
     "The facts of a training run folder that the grade depends on, as a dict."
     ### BEGIN SOLUTION
     run_dir = Path(run_dir)
-    def read(name): return json.loads((run_dir / name).read_text())
-    cfg, summary, metrics = read("config.json"), read("train_summary.json"), read("test_metrics.json")
-    return {"model": cfg["model"], "data": cfg["data"], "n_test": cfg["n_test"], "steps": summary["steps"],
-            "minutes": summary["minutes"], "bleu4": metrics["bleu4"], "attention_correctness": metrics["attention_correctness"]}
+
+    def read(name):
+        return json.loads((run_dir / name).read_text())
+
+    cfg, summary, metrics = (
+        read("config.json"),
+        read("train_summary.json"),
+        read("test_metrics.json"),
+    )
+    return {
+        "model": cfg["model"],
+        "data": cfg["data"],
+        "n_test": cfg["n_test"],
+        "steps": summary["steps"],
+        "minutes": summary["minutes"],
+        "bleu4": metrics["bleu4"],
+        "attention_correctness": metrics["attention_correctness"],
+    }
     ### END SOLUTION
+
 
 # %% test id=a7_summary_test points=3
 summary = run_summary(RUN_DIR) if RUN_DIR.exists() else None
@@ -70,16 +101,55 @@ print(summary)
 ### BEGIN HIDDEN TESTS
 with tempfile.TemporaryDirectory() as tmp:
     fake = Path(tmp)
-    (fake / "config.json").write_text(json.dumps({"model": "soft", "data": "scenes", "n_test": 1000, "n_val": 200, "steps": 0}))
-    (fake / "train_summary.json").write_text(json.dumps({"steps": 812, "minutes": 9.5, "best": 401.2}))
-    (fake / "test_metrics.json").write_text(json.dumps({"bleu1": 95.0, "bleu4": 88.5, "cider": 510.0, "attention_correctness": 0.61}))
+    (fake / "config.json").write_text(
+        json.dumps(
+            {
+                "model": "soft",
+                "data": "scenes",
+                "n_test": 1000,
+                "n_val": 200,
+                "steps": 0,
+            }
+        )
+    )
+    (fake / "train_summary.json").write_text(
+        json.dumps({"steps": 812, "minutes": 9.5, "best": 401.2})
+    )
+    (fake / "test_metrics.json").write_text(
+        json.dumps(
+            {
+                "bleu1": 95.0,
+                "bleu4": 88.5,
+                "cider": 510.0,
+                "attention_correctness": 0.61,
+            }
+        )
+    )
     got = run_summary(fake)
-    want = {"model": "soft", "data": "scenes", "n_test": 1000, "steps": 812, "minutes": 9.5, "bleu4": 88.5, "attention_correctness": 0.61}
-    for k, v in want.items(): assert got.get(k) == v, f"run_summary(...)[{k!r}] should be {v!r} (from the run's JSON files), got {got.get(k)!r}"
+    want = {
+        "model": "soft",
+        "data": "scenes",
+        "n_test": 1000,
+        "steps": 812,
+        "minutes": 9.5,
+        "bleu4": 88.5,
+        "attention_correctness": 0.61,
+    }
+    for k, v in want.items():
+        assert got.get(k) == v, (
+            f"run_summary(...)[{k!r}] should be {v!r} (from the run's JSON files), got {got.get(k)!r}"
+        )
     (fake / "test_metrics.json").unlink()
-    try: run_summary(fake)
-    except FileNotFoundError as e: assert "test_metrics.json" in str(e), f"the error should name the missing file: {e}"
-    else: raise AssertionError("run_summary should raise FileNotFoundError when test_metrics.json is missing")
+    try:
+        run_summary(fake)
+    except FileNotFoundError as e:
+        assert "test_metrics.json" in str(e), (
+            f"the error should name the missing file: {e}"
+        )
+    else:
+        raise AssertionError(
+            "run_summary should raise FileNotFoundError when test_metrics.json is missing"
+        )
 ### END HIDDEN TESTS
 
 # %% md
@@ -90,27 +160,43 @@ with tempfile.TemporaryDirectory() as tmp:
 
 # %% test id=a7_rules_test points=2
 for name in ("config.json", "train_summary.json", "test_metrics.json"):
-    assert (RUN_DIR / name).exists(), f"{RUN_DIR / name} is missing: run the notebook (it trains) and submit {RUN_DIR}/ with it"
+    assert (RUN_DIR / name).exists(), (
+        f"{RUN_DIR / name} is missing: run the notebook (it trains) and submit {RUN_DIR}/ with it"
+    )
 ### BEGIN HIDDEN TESTS
 _cfg = json.loads((RUN_DIR / "config.json").read_text())
 _sum = json.loads((RUN_DIR / "train_summary.json").read_text())
 _met = json.loads((RUN_DIR / "test_metrics.json").read_text())
-assert _cfg["data"] == "scenes", f"the run must train on the built-in scenes, not {_cfg['data']!r}"
-assert _cfg["n_test"] >= 1000, f"evaluate on the default 1,000 test scenes, not {_cfg['n_test']}"
-assert 0 < _cfg["time_budget"] <= MAX_MINUTES, f"give the run a time budget of at most {MAX_MINUTES:g} minutes (--time-budget), not {_cfg['time_budget']}"
+assert _cfg["data"] == "scenes", (
+    f"the run must train on the built-in scenes, not {_cfg['data']!r}"
+)
+assert _cfg["n_test"] >= 1000, (
+    f"evaluate on the default 1,000 test scenes, not {_cfg['n_test']}"
+)
+assert 0 < _cfg["time_budget"] <= MAX_MINUTES, (
+    f"give the run a time budget of at most {MAX_MINUTES:g} minutes (--time-budget), not {_cfg['time_budget']}"
+)
 # training stops at the first step that ends past the budget, then validates once and saves: a minute for those
 # (a run resumed to train on past its budget fails here: its minutes add up)
-assert _sum["minutes"] <= _cfg["time_budget"] + 1.0, f"the run took {_sum['minutes']:.1f} minutes, more than its budget of {_cfg['time_budget']:g} and a final validation"
+assert _sum["minutes"] <= _cfg["time_budget"] + 1.0, (
+    f"the run took {_sum['minutes']:.1f} minutes, more than its budget of {_cfg['time_budget']:g} and a final validation"
+)
 assert "attention_correctness" in _met, "test_metrics.json has no attention correctness"
 ### END HIDDEN TESTS
 
 # %% test id=a7_target_test points=5
-print(f"attention correctness {json.loads((RUN_DIR / 'test_metrics.json').read_text()).get('attention_correctness')} (target {TARGET})")
+print(
+    f"attention correctness {json.loads((RUN_DIR / 'test_metrics.json').read_text()).get('attention_correctness')} (target {TARGET})"
+)
 ### BEGIN HIDDEN TESTS
 _met = json.loads((RUN_DIR / "test_metrics.json").read_text())
 _cfg = json.loads((RUN_DIR / "config.json").read_text())
-assert _cfg["data"] == "scenes" and _cfg["n_test"] >= 1000, "the target counts only on the 1,000 test scenes"
+assert _cfg["data"] == "scenes" and _cfg["n_test"] >= 1000, (
+    "the target counts only on the 1,000 test scenes"
+)
 _ac = _met["attention_correctness"]
-assert _ac == _ac, "attention correctness is undefined (NaN): none of the test captions named an object"
+assert _ac == _ac, (
+    "attention correctness is undefined (NaN): none of the test captions named an object"
+)
 assert _ac >= TARGET, f"attention correctness {_ac:.3f} is below the target {TARGET}"
 ### END HIDDEN TESTS

@@ -1,4 +1,6 @@
 """An attention loop that never ends: the per-cell timeout must stop it, and only that part scores 0."""
+
+
 # loses: a1_attend_test
 # %% a1_attend
 def attend(att, feats, h):

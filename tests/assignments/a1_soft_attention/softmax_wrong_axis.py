@@ -1,4 +1,6 @@
 """α normalised over the images of the batch (dim 0) instead of over the L locations."""
+
+
 # loses: a1_attend_test
 # %% a1_attend
 def attend(att, feats, h):

@@ -1,5 +1,7 @@
 """All beams start with score 0: at the first step the k beams are copies of one another, so the same extension fills
 every beam and the search degenerates to greedy decoding."""
+
+
 # loses: a3_brute_force_test a3_package_test
 # %% a3_beam
 def beam_search(model, feats, beam_size=3, max_len=20):
@@ -16,7 +18,8 @@ def beam_search(model, feats, beam_size=3, max_len=20):
             lp, state, _ = model.step(words, state)
             lp = lp.float().clone()
             V = lp.shape[1]
-            lp[finished] = float("-inf"); lp[finished, PAD] = 0.0
+            lp[finished] = float("-inf")
+            lp[finished, PAD] = 0.0
             cand = (scores.reshape(-1, 1) + lp).reshape(B, K * V)
             scores, idx = cand.topk(K, dim=1)
             src = (torch.arange(B)[:, None] * K + idx // V).reshape(-1)
@@ -24,10 +27,13 @@ def beam_search(model, feats, beam_size=3, max_len=20):
             state = select_state(state, src, static)
             history = torch.cat([history[src], words[:, None]], 1)
             finished = finished[src] | (words == END)
-            if finished.all(): break
+            if finished.all():
+                break
         out = []
         for b in range(B):
             k = int(scores[b].argmax())
             toks = history[b * K + k].tolist()
-            out.append((toks[:toks.index(END)] if END in toks else toks, float(scores[b, k])))
+            out.append(
+                (toks[: toks.index(END)] if END in toks else toks, float(scores[b, k]))
+            )
     return out

@@ -1,5 +1,7 @@
 """A beam that has emitted <end> keeps being extended and scored like a live one: its score keeps falling (or its
 caption competes with words after <end>)."""
+
+
 # loses: a3_greedy_test a3_brute_force_test a3_package_test
 # %% a3_beam
 def beam_search(model, feats, beam_size=3, max_len=20):
@@ -8,7 +10,8 @@ def beam_search(model, feats, beam_size=3, max_len=20):
     static = getattr(model, "static_state", ())
     with torch.no_grad():
         state = expand_state(model.init_state(feats), K, static)
-        scores = torch.zeros(B, K); scores[:, 1:] = float("-inf")
+        scores = torch.zeros(B, K)
+        scores[:, 1:] = float("-inf")
         words = torch.full((B * K,), START, dtype=torch.long)
         history = torch.zeros(B * K, 0, dtype=torch.long)
         for _ in range(max_len):
@@ -24,5 +27,7 @@ def beam_search(model, feats, beam_size=3, max_len=20):
         for b in range(B):
             k = int(scores[b].argmax())
             toks = history[b * K + k].tolist()
-            out.append((toks[:toks.index(END)] if END in toks else toks, float(scores[b, k])))
+            out.append(
+                (toks[: toks.index(END)] if END in toks else toks, float(scores[b, k]))
+            )
     return out

@@ -1,9 +1,13 @@
 """The attention LSTM is fed its own previous output h¹_{t−1} instead of the language LSTM's h²_{t−1} (so nothing
 flows top-down from the language model), and the sentinel leaves out the tanh of the memory cell."""
+
+
 # loses: a6_sentinel_test a6_butd_attention_test a6_butd_words_test
 # %% a6_sentinel
 def sentinel(sent, x, h_prev, m):
     return torch.sigmoid(sent.W_x(x) + sent.W_h(h_prev)) * m
+
+
 # %% a6_butd
 def butd_step(model, words, state):
     h1, c1, h2, c2, v, gates_v, keys = state
