@@ -1,14 +1,18 @@
-"""How much of the REINFORCE reward each hard-attention baseline removes, on real captions.
+"""How much of the REINFORCE reward each hard-attention baseline removes, on real
+captions.
 
-For a trained hard-attention checkpoint (its training weights, not their average, where it has both), every caption of N training (or validation)
-images is read once with sampled locations, in training mode (dropout on, as in a training step), and its reward
-log p(y | s̃, a) — per caption (G_0) and, for a model trained with reward-to-go credit, per word from each step on
-(G_t) — is compared with the two baselines of notebook 07: the moving average b stored in the checkpoint (per caption;
-with reward-to-go, per word × the words from step t on), and the caption's log-likelihood under the expected context
-Σ α a (`baseline_kind="expected"`). The REINFORCE term's variance grows with
-E[(G − b)²]; the table prints its root and the correlation of each baseline with the reward.
+For a trained hard-attention checkpoint (its training weights, not their average, where
+it has both), every caption of N training (or validation) images is read once with
+sampled locations, in training mode (dropout on, as in a training step), and its reward
+log p(y | s̃, a) — per caption (G_0) and, for a model trained with reward-to-go credit,
+per word from each step on (G_t) — is compared with the two baselines of notebook 07:
+the moving average b stored in the checkpoint (per caption; with reward-to-go, per word
+× the words from step t on), and the caption's log-likelihood under the expected context
+Σ α a (`baseline_kind="expected"`). The REINFORCE term's variance grows with E[(G −
+b)²]; the table prints its root and the correlation of each baseline with the reward.
 
-    python bench/bench_baseline_variance.py --checkpoint bench/out/<run>/val_step4000.pt --images 1000
+    python bench/bench_baseline_variance.py --checkpoint bench/out/<run>/val_step4000.pt
+    --images 1000
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from benchutil import write_json
 
 
 def stats(adv: torch.Tensor, reward: torch.Tensor, base: torch.Tensor) -> dict:
-    "Root mean square of the advantage G − b, its mean, and the correlation of b with G (over the entries given)."
+    """Root mean square of the advantage G − b, its mean, and the correlation of b with
+    G (over the entries given)."""
     corr = (
         torch.corrcoef(torch.stack([reward, base]))[0, 1]
         if base.std() > 0
@@ -140,7 +145,9 @@ def main(argv=None):
         else None,
     }
     print(
-        f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} {args.split} images, {n_words} words; moving average b = {b:.3f} per {'word' if per_step else 'caption'}"
+        f"{args.checkpoint}: {len(G0)} captions of {len(recs[args.split])} "
+        f"{args.split} images, {n_words} words; moving average b = {b:.3f} "
+        f"per {'word' if per_step else 'caption'}"
     )
     print(
         f"{'advantage':28}{'rms G_0 - b':>14}{'mean':>10}{'corr(b, G)':>12}"

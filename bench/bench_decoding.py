@@ -1,21 +1,31 @@
-"""Batched beam search (sat_tutorial.decoding.beam_search, beam 5, max_len 20) over 500 images against the same
-function called one image at a time, with a paper-size soft-attention decoder (random weights), and a check that every
-image gets identical tokens.
+"""Batched beam search (sat_tutorial.decoding.beam_search, beam 5, max_len 20) over 500
+images against the same function called one image at a time, with a paper-size
+soft-attention decoder (random weights), and a check that every image gets identical
+tokens.
 
-    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 100 --what-if   # a few minutes on 2 cores
-    .venv/bin/python bench/bench_decoding.py --feature-dims 512 --batch-sizes 10 50 100 500 --what-if   # ~5 min
-    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 10 20 50 500 --single-limit 100
+    # a few minutes on 2 cores
+    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 100
+    --what-if
+    # ~5 min
+    .venv/bin/python bench/bench_decoding.py --feature-dims 512 --batch-sizes 10 50 100
+    500 --what-if
+    .venv/bin/python bench/bench_decoding.py --feature-dims 2048 --batch-sizes 10 20 50
+    500 --single-limit 100
     .venv/bin/python bench/bench_decoding.py --quick     # smoke run, seconds
 
-(The defaults, both D and batch sizes 50/100/500, take ~11 minutes on 2 idle cores: run one D at a time.)
+(The defaults, both D and batch sizes 50/100/500, take ~11 minutes on 2 idle cores: run
+one D at a time.)
 
-Random weights give near-uniform word distributions, under which beam search stops as early as <end> is allowed (every
-further word only lowers the score). To get realistic caption lengths the benchmark model adds
+Random weights give near-uniform word distributions, under which beam search stops as
+early as <end> is allowed (every further word only lowers the score). To get realistic
+caption lengths the benchmark model adds
     b(t) = 20 * tanh(t - tau_image)
-to the <end> logit at step t (t = words emitted so far), where tau_image in [9.5, 18.5] is a fixed function of the image
-(a random projection of its mean annotation, calibrated once to spread over that range): <end> is all but impossible
-before tau and all but certain after it, so captions end after 10-19 words. The bias rides in the decoder state (two
-(B,) tensors), so `beam_search` drives the model through the unchanged Captioner protocol.
+to the <end> logit at step t (t = words emitted so far), where tau_image in [9.5, 18.5]
+is a fixed function of the image (a random projection of its mean annotation, calibrated
+once to spread over that range): <end> is all but impossible before tau and all but
+certain after it, so captions end after 10-19 words. The bias rides in the decoder state
+(two (B,) tensors), so `beam_search` drives the model through the unchanged Captioner
+protocol.
 
 Writes bench/out/decoding.json.
 """
@@ -47,7 +57,8 @@ def mem_available():
 
 
 class LengthBiasedCaptioner(SoftAttentionCaptioner):
-    "A SoftAttentionCaptioner whose <end> logit gets b(t) = sharpness·tanh(t − τ(image)) (see the module docstring)."
+    """A SoftAttentionCaptioner whose <end> logit gets b(t) = sharpness·tanh(t −
+    τ(image)) (see the module docstring)."""
 
     def __init__(self, *args, tau_range=(9.5, 18.5), sharpness=20.0, **kw):
         super().__init__(*args, **kw)
@@ -63,7 +74,8 @@ class LengthBiasedCaptioner(SoftAttentionCaptioner):
         return (feats.mean(1) @ self.len_dir - self.len_stats[0]) / self.len_stats[1]
 
     def calibrate(self, feats):
-        "Fix the projection's mean and std (over a set of images) so τ spreads over `tau_range`."
+        """Fix the projection's mean and std (over a set of images) so τ spreads over
+        `tau_range`."""
         u = torch.cat(
             [
                 feats[i : i + 100].mean(1) @ self.len_dir
@@ -89,8 +101,9 @@ class LengthBiasedCaptioner(SoftAttentionCaptioner):
 
 @contextlib.contextmanager
 def every_state_tensor_expanded(model):
-    """What-if (bench only): decode as before the Captioner protocol had `static_state` -- every state tensor, the
-    annotations a (B·K, L, D) and keys (B·K, L, A) included, repeated K times and reordered at every step."""
+    """What-if (bench only): decode as before the Captioner protocol had `static_state`
+    -- every state tensor, the annotations a (B·K, L, D) and keys (B·K, L, A) included,
+    repeated K times and reordered at every step."""
     saved = model.static_state
     model.static_state = ()
     try:
@@ -174,7 +187,8 @@ def run(args):
         # warm-up both paths
         beam_search(model, feats[:1], K, max_len=args.max_len)
         beam_search(model, feats[: min(N, batch_sizes[0])], K, max_len=args.max_len)
-        # rounds: one slice of the one-at-a-time pass, then every batch size over all N images (shares load noise)
+        # rounds: one slice of the one-at-a-time pass, then every batch size over all N
+        # images (shares load noise)
         chunks = [list(range(n_single))[r :: args.reps] for r in range(args.reps)]
         single_caps, single_s, single_c = {}, 0.0, 0.0
         batched = {bs: {"times": [], "cpu": [], "caps": None} for bs in batch_sizes}
@@ -189,13 +203,17 @@ def run(args):
             single_s += s
             single_c += c
             single_caps.update(zip(idx, caps))
-            line = f"  D={D} round {r + 1} (load {loadavg()[0]}): one-at-a-time {len(idx)} images {s:.1f} s ({c:.1f} cpu-s)"
+            line = (
+                f"  D={D} round {r + 1} (load {loadavg()[0]}): one-at-a-time "
+                f"{len(idx)} images {s:.1f} s ({c:.1f} cpu-s)"
+            )
             for bs in batch_sizes:
                 need = min(bs, N) * K * L * (D + A) * 4 * 2.5
                 avail = mem_available()
                 if avail is not None and need > 0.7 * avail:
                     batched[bs]["skipped"] = (
-                        f"needs ~{need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available"
+                        f"needs ~{need / 2**30:.1f} GiB, {avail / 2**30:.1f} "
+                        "GiB available"
                     )
                     continue
                 t, c, caps = timed(
@@ -292,8 +310,10 @@ def run(args):
             cfg["best_batch"] = best
             cfg["speed_up"] = sp
             print(
-                f"  D={D}: mean caption {cfg['mean_caption_words']:.1f} words ({cfg['min_words']}-{cfg['max_words']}), "
-                f"best batch {best}: {sp:.1f}x; identical {cfg['batched'][best]['identical']}/{n_single}",
+                f"  D={D}: mean caption {cfg['mean_caption_words']:.1f} words "
+                f"({cfg['min_words']}-{cfg['max_words']}), "
+                f"best batch {best}: {sp:.1f}x; identical "
+                f"{cfg['batched'][best]['identical']}/{n_single}",
                 flush=True,
             )
             if args.what_if:
@@ -328,7 +348,9 @@ def run(args):
                 rows.append(
                     {
                         "D": D,
-                        "mode": f"what-if: every state tensor expanded (before static_state), one at a time ({n_wi} timed, extrapolated)",
+                        "mode": "what-if: every state tensor expanded (before "
+                        f"static_state), one at a time ({n_wi} timed, "
+                        "extrapolated)",
                         "batch": 1,
                         col_s: round(ts / n_wi * N, 1),
                         "ms/img": round(1e3 * ts / n_wi, 2),
@@ -341,7 +363,8 @@ def run(args):
                 rows.append(
                     {
                         "D": D,
-                        "mode": "what-if: every state tensor expanded (before static_state), batched (1 pass)",
+                        "mode": "what-if: every state tensor expanded (before "
+                        "static_state), batched (1 pass)",
                         "batch": best,
                         col_s: round(tw, 1),
                         "ms/img": round(1e3 * tw / N, 2),
@@ -352,7 +375,8 @@ def run(args):
                     }
                 )
                 print(
-                    f"  D={D} what-if: batched {best}: {tw:.1f} s, one at a time {ts / n_wi * 1e3:.0f} ms/img",
+                    f"  D={D} what-if: batched {best}: {tw:.1f} s, one at a "
+                    f"time {ts / n_wi * 1e3:.0f} ms/img",
                     flush=True,
                 )
             if args.profile:
@@ -373,7 +397,8 @@ def run(args):
                 assert all(
                     b["caps"][i].tokens == single[i].tokens for i in range(n_single)
                 ), (
-                    f"D={D} batch {bs}: captions differ from one-at-a-time decoding at {cfg['batched'][bs]['mismatches']}"
+                    f"D={D} batch {bs}: captions differ from one-at-a-time "
+                    f"decoding at {cfg['batched'][bs]['mismatches']}"
                 )
         result["configs"].append(cfg)
         del model, feats
@@ -387,13 +412,16 @@ def run(args):
         "cpus": os.cpu_count(),
     }
     print(
-        f"\nbeam search, beam {K}, max_len {args.max_len}, {N} images, L={L}, E=H=A={E}, V={V}, threads={torch.get_num_threads()}, "
-        f"batched: median of {args.reps} passes; one-at-a-time: one pass split into {args.reps} slices interleaved with them"
+        f"\nbeam search, beam {K}, max_len {args.max_len}, {N} images, L={L}, "
+        f"E=H=A={E}, V={V}, threads={torch.get_num_threads()}, "
+        f"batched: median of {args.reps} passes; one-at-a-time: one pass "
+        f"split into {args.reps} slices interleaved with them"
     )
     table(rows)
     for c in result["configs"]:
         print(
-            f"D={c['D']}: mean caption length {c['mean_caption_words']:.1f} words (min {c['min_words']}, max {c['max_words']}), "
+            f"D={c['D']}: mean caption length {c['mean_caption_words']:.1f} "
+            f"words (min {c['min_words']}, max {c['max_words']}), "
             f"finished {100 * c['finished_fraction']:.0f}%"
         )
         for k in ("profile_batched", "profile_single"):
@@ -451,7 +479,8 @@ def main(argv=None):
     p.add_argument(
         "--what-if",
         action="store_true",
-        help="also time beam_search as it was before static_state: every state tensor repeated K times and reordered",
+        help="also time beam_search as it was before static_state: every state "
+        "tensor repeated K times and reordered",
     )
     p.add_argument(
         "--what-if-single",

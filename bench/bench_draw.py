@@ -1,7 +1,9 @@
-"""DRAW benchmark: training throughput with and without attention, an initialisation ablation, and time-budgeted
-training runs whose test NLL bound (nats) is reported next to the paper's 80.97 (attention) / 87.40 (no attention).
+"""DRAW benchmark: training throughput with and without attention, an initialisation
+ablation, and time-budgeted training runs whose test NLL bound (nats) is reported next
+to the paper's 80.97 (attention) / 87.40 (no attention).
 
-    SAT_TUTORIAL_DATA=../shared/data python bench/bench_draw.py [--minutes 4.5] [--threads 2] [--device auto]
+    SAT_TUTORIAL_DATA=../shared/data python bench/bench_draw.py [--minutes 4.5]
+    [--threads 2] [--device auto]
 
 Prints a table and writes bench/out/draw.json. Not run by CI.
 """
@@ -53,7 +55,8 @@ def timed_run(
     chunk=50,
     default_init=False,
 ):
-    "Train for about `seconds` of wall time (whole chunks of steps), then evaluate the test bound on all 10,000 images."
+    """Train for about `seconds` of wall time (whole chunks of steps), then evaluate the
+    test bound on all 10,000 images."""
     seed_everything(0)
     m = DRAW(**cfg, attention=attention).to(device)
     if default_init and attention:  # PyTorch's default init of the emission layers
@@ -123,14 +126,16 @@ def main():
         "--threads",
         type=int,
         default=1,
-        help="torch CPU threads (on a CPU shared with other jobs, more threads than free cores is much slower, not faster)",
+        help="torch CPU threads (on a CPU shared with other jobs, more threads "
+        "than free cores is much slower, not faster)",
     )
     ap.add_argument("--device", default="cpu")
     ap.add_argument(
         "--run-config",
         choices=("small", "medium", "paper"),
         default="small",
-        help="model of the time-budgeted runs: small = the notebook's, medium = T 16 / 128 units / z 20, paper = Table 3",
+        help="model of the time-budgeted runs: small = the notebook's, medium = T "
+        "16 / 128 units / z 20, paper = Table 3",
     )
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument(
@@ -138,7 +143,8 @@ def main():
         nargs="*",
         default=[],
         choices=("throughput", "ablation", "runs"),
-        help="sections to leave out (each stays as it was in the JSON); on a slow CPU run `--skip runs` and `--skip throughput ablation` separately",
+        help="sections to leave out (each stays as it was in the JSON); on a slow "
+        "CPU run `--skip runs` and `--skip throughput ablation` separately",
     )
     ap.add_argument(
         "--out", default=str(Path(__file__).resolve().parent / "out" / "draw.json")
@@ -197,9 +203,17 @@ def main():
             for d in (True, False)
         ]
         for r in rows:
+            init = (
+                "PyTorch default"
+                if r["default_attention_init"]
+                else "tiling bias (ours)"
+            )
             print(
-                f"init ablation  {'PyTorch default' if r['default_attention_init'] else 'tiling bias (ours)':20s}  600 steps: "
-                f"test bound {r['test_nll_bound']:.2f} nats, last-100 train {r['final_train_bound_last100']:.2f}, "
+                "init ablation  "
+                f"{init:20s} "
+                " 600 steps: "
+                f"test bound {r['test_nll_bound']:.2f} nats, last-100 train "
+                f"{r['final_train_bound_last100']:.2f}, "
                 f"{r['train_seconds']:.0f}s",
                 flush=True,
             )
@@ -218,8 +232,10 @@ def main():
             rows.append(r)
             paper = PAPER_NLL["attention" if att else "no_attention"]
             print(
-                f"run  {r['config']}  {r['steps']} steps ({r['epochs']:.2f} epochs) in {r['train_seconds'] / 60:.1f} min: "
-                f"test NLL bound {r['test_nll_bound']:.2f} nats (L^x {r['test_L_x']:.2f} + L^z {r['test_L_z']:.2f}); "
+                f"run  {r['config']}  {r['steps']} steps ({r['epochs']:.2f} "
+                f"epochs) in {r['train_seconds'] / 60:.1f} min: "
+                f"test NLL bound {r['test_nll_bound']:.2f} nats (L^x "
+                f"{r['test_L_x']:.2f} + L^z {r['test_L_z']:.2f}); "
                 f"paper {paper}",
                 flush=True,
             )
@@ -229,18 +245,24 @@ def main():
     print("\n| what | attention | measured | paper |\n|---|---|---|---|")
     for r in result.get("throughput", []):
         print(
-            f"| train images/s, {r['model']} | {r['attention']} | {r['train_images_per_s']:.1f} | — |"
+            f"| train images/s, {r['model']} | {r['attention']} | "
+            f"{r['train_images_per_s']:.1f} | — |"
         )
     for r in result.get("init_ablation", []):
         print(
-            f"| test bound, small model 600 steps, {'default' if r['default_attention_init'] else 'tiling'} attention init | True | "
+            "| test bound, small model 600 steps, "
+            f"{'default' if r['default_attention_init'] else 'tiling'} "
+            "attention init | True | "
             f"{r['test_nll_bound']:.2f} nats | — |"
         )
     for r in result.get("runs", []):
         c = r["config"]
         print(
-            f"| test NLL bound, T={c['T']} h={c['hidden']} z={c['z_dim']}, {r['train_seconds'] / 60:.1f} min ({r['steps']} steps) | "
-            f"{c['attention']} | {r['test_nll_bound']:.2f} nats | {PAPER_NLL['attention' if c['attention'] else 'no_attention']} (T=64) |"
+            f"| test NLL bound, T={c['T']} h={c['hidden']} z={c['z_dim']}, "
+            f"{r['train_seconds'] / 60:.1f} min ({r['steps']} steps) | "
+            f"{c['attention']} | {r['test_nll_bound']:.2f} nats | "
+            f"{PAPER_NLL['attention' if c['attention'] else 'no_attention']} "
+            "(T=64) |"
         )
     print(f"| per-pixel Bernoulli (no latents) | — | {base:.2f} nats | — |")
     print()

@@ -1,4 +1,5 @@
-"""Cost of `--ema`: time `fit` on the scenes hard-attention preset for 120 steps, with and without the weight average.
+"""Cost of `--ema`: time `fit` on the scenes hard-attention preset for 120 steps, with
+and without the weight average.
 
 python bench/bench_ema_cost.py [--steps 120] [--reps 2] [--out bench/out/ema_cost.json]
 """
@@ -49,7 +50,8 @@ def main():
                 res.setdefault(str(ema), []).append(time.perf_counter() - t)
     for k, v in res.items():
         print(
-            f"ema={k}: {[round(x, 1) for x in v]} s for {args.steps} steps -> {args.steps / min(v):.2f} steps/s (best)"
+            f"ema={k}: {[round(x, 1) for x in v]} s for {args.steps} steps -> "
+            f"{args.steps / min(v):.2f} steps/s (best)"
         )
     write_json({"steps": args.steps, "threads": args.threads, "seconds": res}, args.out)
 

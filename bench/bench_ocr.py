@@ -1,12 +1,16 @@
-"""Attention OCR (notebook 14): recursive vs recurrent vs plain CNN feature extractors at an equal encoder parameter budget
-and an equal CPU-time budget, on rendered word images whose test words never occur in training.
+"""Attention OCR (notebook 14): recursive vs recurrent vs plain CNN feature extractors
+at an equal encoder parameter budget and an equal CPU-time budget, on rendered word
+images whose test words never occur in training.
 
-    python bench/bench_ocr.py --encoder recursive --minutes 10 --out runs/bench_ocr      # one encoder per call
-    python bench/bench_ocr.py --table runs/bench_ocr                                   # the table of the runs done
+    # one encoder per call
+    python bench/bench_ocr.py --encoder recursive --minutes 10 --out runs/bench_ocr
+    # the table of the runs done
+    python bench/bench_ocr.py --table runs/bench_ocr
 
-Each run prints and writes JSON (OUT/ENCODER/metrics.json): steps, wall seconds, word accuracy and CER (%) on held-out
-words without and with the full test lexicon, attention correctness (%), encoder and decoder parameter counts.
-Run the encoders one at a time: they share the CPU budget, so parallel runs would not be equal-time.
+Each run prints and writes JSON (OUT/ENCODER/metrics.json): steps, wall seconds, word
+accuracy and CER (%) on held-out words without and with the full test lexicon, attention
+correctness (%), encoder and decoder parameter counts. Run the encoders one at a time:
+they share the CPU budget, so parallel runs would not be equal-time.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from sat_tutorial.ocr import BLOCKS, OCRConfig, WordEncoder, train_ocr  # noqa: 
 
 
 def width_for_budget(kind: str, budget: int, iterations: int, feature_dim: int) -> int:
-    "The channel width C (even) whose encoder has the parameter count closest to `budget`."
+    """The channel width C (even) whose encoder has the parameter count closest to
+    `budget`."""
 
     def count(C):
         return sum(
@@ -74,14 +79,20 @@ def main(argv=None) -> int:
     if args.table:
         rows = sorted(args.table.glob("*/metrics.json"))
         print(
-            "| encoder | C | encoder params | steps | CPU min | wall min | word acc | CER | word acc (lexicon) | CER (lexicon) | attention correctness |"
+            "| encoder | C | encoder params | steps | CPU min | wall min | "
+            "word acc | CER | word acc (lexicon) | CER (lexicon) | attention "
+            "correctness |"
         )
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for f in rows:
             m = json.loads(f.read_text())
             print(
-                f"| {m['config']['encoder']} | {m['config']['channels']} | {m['parameters']['encoder']:,} | {m['steps']:,} | "
-                f"{m['train_cpu_seconds'] / 60:.1f} | {m['train_wall_seconds'] / 60:.1f} | {m['word_accuracy']:.1f} | {m['cer']:.1f} | {m['word_accuracy_lexicon']:.1f} | "
+                f"| {m['config']['encoder']} | {m['config']['channels']} | "
+                f"{m['parameters']['encoder']:,} | {m['steps']:,} | "
+                f"{m['train_cpu_seconds'] / 60:.1f} | "
+                f"{m['train_wall_seconds'] / 60:.1f} | "
+                f"{m['word_accuracy']:.1f} | {m['cer']:.1f} | "
+                f"{m['word_accuracy_lexicon']:.1f} | "
                 f"{m['cer_lexicon']:.1f} | {m['attention_correctness']:.1f} |"
             )
         return 0

@@ -1,13 +1,15 @@
-"""RAM benchmarks: training images/s with the vectorised retina vs the per-image Python-loop reference retina,
-and training runs "as far as this CPU allows" next to the paper's test errors.
+"""RAM benchmarks: training images/s with the vectorised retina vs the per-image
+Python-loop reference retina, and training runs "as far as this CPU allows" next to the
+paper's test errors.
 
     python bench/bench_ram.py throughput                     # ~2 minutes
     python bench/bench_ram.py train --task mnist --minutes 10
     python bench/bench_ram.py train --task translated --minutes 10
-    python bench/bench_ram.py routing --minutes 2            # detach_policy True vs False, same budget
+    # detach_policy True vs False, same budget
+    python bench/bench_ram.py routing --minutes 2
 
-Each part prints a table and merges its results into bench/out/ram.json.
-Needs MNIST in $SAT_TUTORIAL_DATA/mnist/raw (../shared/data is used when it exists).
+Each part prints a table and merges its results into bench/out/ram.json. Needs MNIST in
+$SAT_TUTORIAL_DATA/mnist/raw (../shared/data is used when it exists).
 """
 
 import argparse, json, os, platform, sys, time
@@ -58,7 +60,8 @@ def merge(key, value):
 
 
 def throughput(args):
-    "Training images/s, same model, same batches, same initial weights; only the retina differs. Runs alternate to share load noise."
+    """Training images/s, same model, same batches, same initial weights; only the
+    retina differs. Runs alternate to share load noise."""
     rows = []
     for task in args.tasks:
         cfg = RAMConfig(task=task, batch_size=args.batch_size)
@@ -113,7 +116,8 @@ def throughput(args):
 
 
 def train(args):
-    "Train for about `minutes` on this CPU (steps set from a measured rate so the learning rate can anneal to 0), test on the full test set."
+    """Train for about `minutes` on this CPU (steps set from a measured rate so the
+    learning rate can anneal to 0), test on the full test set."""
     cfg_kw = dict(
         task=args.task,
         batch_size=args.batch_size,
@@ -139,7 +143,8 @@ def train(args):
     steps = int(rate * budget / (1 + eval_s * rate / per_epoch) * 0.92)
     cfg = RAMConfig(**cfg_kw, steps=steps)
     print(
-        f"{args.task}: {rate:.1f} steps/s measured -> {steps} steps ({steps / per_epoch:.1f} epochs) of {args.batch_size}",
+        f"{args.task}: {rate:.1f} steps/s measured -> {steps} steps "
+        f"({steps / per_epoch:.1f} epochs) of {args.batch_size}",
         flush=True,
     )
     t = time.perf_counter()
@@ -195,7 +200,8 @@ def train(args):
 
 
 def routing(args):
-    "Same budget of steps, two gradient routings: REINFORCE stops at h_t (default) vs the paper's full gradient."
+    """Same budget of steps, two gradient routings: REINFORCE stops at h_t (default) vs
+    the paper's full gradient."""
     rows = []
     for seed in args.seeds:
         for detach in (True, False):
@@ -256,7 +262,8 @@ def main(argv=None):
         "--mc-samples",
         type=int,
         default=0,
-        help="also report test error averaged over K sampled episodes (not in the paper)",
+        help="also report test error averaged over K sampled episodes (not in the "
+        "paper)",
     )
     r.add_argument("--progress", action="store_true")
     r.set_defaults(func=train)

@@ -1,17 +1,26 @@
-"""Quality targets on the synthetic scenes (issue 3/5): train each captioner for at most N CPU minutes, select on
-validation CIDEr, evaluate 1000 held-out scenes (a seed never used in training) at beam 3. With --scst-minutes, continue
-each model with self-critical training (CIDEr-D reward, greedy baseline) from its cross-entropy checkpoint and evaluate
-that too.
+"""Quality targets on the synthetic scenes (issue 3/5): train each captioner for at most
+N CPU minutes, select on validation CIDEr, evaluate 1000 held-out scenes (a seed never
+used in training) at beam 3. With --scst-minutes, continue each model with self-critical
+training (CIDEr-D reward, greedy baseline) from its cross-entropy checkpoint and
+evaluate that too.
 
-    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,hard,uniform
-    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd --scst-minutes 5
-    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models adaptive --encoder-weights bench/out/scenes_soft/best.pt
-    .venv/bin/python bench/bench_scenes_quality.py --models soft --scst-only --scst-minutes 5   # continue an earlier run
-    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models transformer --threads 1 --out bench/out/tf   # beside soft
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models
+    soft,hard,uniform
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models soft,butd
+    --scst-minutes 5
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models adaptive
+    --encoder-weights bench/out/scenes_soft/best.pt
+    # continue an earlier run
+    .venv/bin/python bench/bench_scenes_quality.py --models soft --scst-only
+    --scst-minutes 5
+    # beside soft
+    .venv/bin/python bench/bench_scenes_quality.py --minutes 10 --models transformer
+    --threads 1 --out bench/out/tf
 
---encoder-weights starts the scene CNN from another run's trained encoder (frozen unless --fine-tune), as Lu et al.
-start from an ImageNet-trained ResNet instead of a random CNN. A run stopped by its minutes has followed a cosine learning
-rate schedule over those minutes (`fit` with a time budget), not over the step cap.
+--encoder-weights starts the scene CNN from another run's trained encoder (frozen unless
+--fine-tune), as Lu et al. start from an ImageNet-trained ResNet instead of a random
+CNN. A run stopped by its minutes has followed a cosine learning rate schedule over
+those minutes (`fit` with a time budget), not over the step cap.
 
 Prints a table and writes bench/out/scenes_quality.json. Not run by CI.
 """
@@ -38,7 +47,8 @@ from benchutil import write_json
 
 VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
     "soft": ("soft", {}),
-    # rows measured before the preset gained its warm-up and reward-to-go credit name the paper's settings explicitly,
+    # rows measured before the preset gained its warm-up and reward-to-go credit name
+    # the paper's settings explicitly,
     # so that they still measure what they measured
     "hard": (
         "hard",
@@ -92,7 +102,8 @@ VARIANTS = {  # name: (model, model_kwargs beyond the scenes preset)
 
 
 def grounding_split(caps, kept, vocab) -> dict:
-    "Adaptive attention: mean 1 − β_t of the generated words (from `generate`) by kind: object words (tied to an object by `ground_tokens`), function words, other."
+    """Adaptive attention: mean 1 − β_t of the generated words (from `generate`) by
+    kind: object words (tied to an object by `ground_tokens`), function words, other."""
     kinds = {"object": [], "function": [], "other": []}
     for r, c in zip(kept, caps):
         words, look = vocab.decode(c.tokens), c.attn.sum(-1)
@@ -155,8 +166,12 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
         )  # the same captions, decoded once
     if (
         model == "hard"
-    ):  # the row is the model's own reads (argmax); also the per-step marginal over locations, and
-        was = m.inference  # the soft context Σ α a at test (not hard attention's score), each labelled as such
+        # the row is the model's own reads (argmax); also the per-step marginal over
+        # locations, and
+    ):
+        # the soft context Σ α a at test (not hard attention's score), each labelled as
+        # such
+        was = m.inference
         for mode, key, keys in (
             (
                 "marginal",
@@ -226,7 +241,8 @@ def main():
     ap.add_argument(
         "--scst-only",
         action="store_true",
-        help="skip cross-entropy training: continue OUT/scenes_NAME/best.pt of an earlier run with --scst-minutes",
+        help="skip cross-entropy training: continue OUT/scenes_NAME/best.pt of an "
+        "earlier run with --scst-minutes",
     )
     ap.add_argument(
         "--eval-only",
@@ -236,7 +252,8 @@ def main():
     ap.add_argument(
         "--encoder-weights",
         default=None,
-        help="start the scene CNN from this run's checkpoint (frozen unless --fine-tune)",
+        help="start the scene CNN from this run's checkpoint (frozen unless "
+        "--fine-tune)",
     )
     ap.add_argument(
         "--fine-tune",
@@ -247,19 +264,22 @@ def main():
     ap.add_argument(
         "--amp",
         action="store_true",
-        help="train with mixed precision (bf16 autocast on a CPU); evaluation stays float32",
+        help="train with mixed precision (bf16 autocast on a CPU); evaluation "
+        "stays float32",
     )
     ap.add_argument(
         "--ema",
         type=float,
         default=0.0,
-        help="validate and test an exponential moving average of the weights with this decay (0: the last weights, the preset)",
+        help="validate and test an exponential moving average of the weights with "
+        "this decay (0: the last weights, the preset)",
     )
     ap.add_argument(
         "--length-pool",
         type=int,
         default=0,
-        help="batches of similar caption length: sort pools of N batches by length (0: plain shuffle, the preset)",
+        help="batches of similar caption length: sort pools of N batches by "
+        "length (0: plain shuffle, the preset)",
     )
     ap.add_argument(
         "--lr",
@@ -349,14 +369,20 @@ def main():
         "load_avg": os.getloadavg(),
         "args": vars(args),
     }
-    hdr = f"{'variant':10} {'steps':>6} {'min':>5} {'BLEU-4':>7} {'CIDEr':>7} {'METEOR':>7} {'AttCorr':>8} {'len':>5}"
+    hdr = (
+        f"{'variant':10} {'steps':>6} {'min':>5} {'BLEU-4':>7} {'CIDEr':>7} "
+        f"{'METEOR':>7} {'AttCorr':>8} {'len':>5}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         met = r.get("meteor")
         print(
-            f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} {r['bleu4']:7.2f} {r['cider']:7.1f} "
-            f"{(met if met is not None else float('nan')):7.2f} {r.get('attention_correctness', float('nan')):8.3f} {r['mean_length']:5.1f}"
+            f"{r['variant']:10} {r['steps']:6d} {r['train_minutes']:5.1f} "
+            f"{r['bleu4']:7.2f} {r['cider']:7.1f} "
+            f"{(met if met is not None else float('nan')):7.2f} "
+            f"{r.get('attention_correctness', float('nan')):8.3f} "
+            f"{r['mean_length']:5.1f}"
         )
     fname = (
         "scenes_quality_scst.json"

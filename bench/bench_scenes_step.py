@@ -1,15 +1,20 @@
-"""Seconds per training step of the scenes preset (the CNN trained end to end with the decoder, batch 32, 16×16 grid),
-with and without the two speed choices of notebooks 05–07, in the same run:
+"""Seconds per training step of the scenes preset (the CNN trained end to end with the
+decoder, batch 32, 16×16 grid), with and without the two speed choices of notebooks
+05–07, in the same run:
 
-- the scene CNN in channels-last memory format (notebook 05), against the same CNN in PyTorch's default layout;
-- the gradients of what every step multiplies (the annotations, W_z, U; hard attention's one-hot reads) formed once
-  per batch by `StepOperand` (notebook 06), against autograd's per-step accumulation (`step_grads_once = False`).
+- the scene CNN in channels-last memory format (notebook 05), against the same CNN in
+  PyTorch's default layout;
+- the gradients of what every step multiplies (the annotations, W_z, U; hard attention's
+  one-hot reads) formed once per batch by `StepOperand` (notebook 06), against
+  autograd's per-step accumulation (`step_grads_once = False`).
 
-    .venv/bin/python bench/bench_scenes_step.py --threads 2            # about 3 minutes on 2 idle cores
+    # about 3 minutes on 2 idle cores
+    .venv/bin/python bench/bench_scenes_step.py --threads 2
     .venv/bin/python bench/bench_scenes_step.py --quick                # smoke run
 
-The same batches are used for every variant; the variants alternate within each repetition, so load noise is shared.
-Hard attention is timed past its warm-up (it samples locations). Prints a table and writes bench/out/scenes_step.json.
+The same batches are used for every variant; the variants alternate within each
+repetition, so load noise is shared. Hard attention is timed past its warm-up (it
+samples locations). Prints a table and writes bench/out/scenes_step.json.
 """
 
 import argparse, datetime, platform, statistics, sys, time
@@ -133,7 +138,8 @@ def run(args):
             )
     result["load_after"] = loadavg()
     print(
-        f"\nscenes preset training step (batch 32, 16x16 grid, CNN trained end to end), median of {args.reps} "
+        "\nscenes preset training step (batch 32, 16x16 grid, CNN trained "
+        f"end to end), median of {args.reps} "
         f"alternating reps x {n_batches} batches, threads={result['threads']}"
     )
     table(result["rows"])

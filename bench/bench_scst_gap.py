@@ -1,11 +1,14 @@
-"""How far sampled captions are from greedy ones: the mean CIDEr-D reward of each self-critical sampler against greedy decoding.
+"""How far sampled captions are from greedy ones: the mean CIDEr-D reward of each
+self-critical sampler against greedy decoding.
 
-Self-critical training (notebook 12) raises the expected reward of the captions it samples; test time decodes greedily with
-dropout off. This prints, for a trained checkpoint, the mean training reward (CIDEr-D against the image's references, document
-frequencies from all training references, as `SelfCritical` uses) of greedy captions and of samples at each temperature, with
-dropout on and off, on the first N training images.
+Self-critical training (notebook 12) raises the expected reward of the captions it
+samples; test time decodes greedily with dropout off. This prints, for a trained
+checkpoint, the mean training reward (CIDEr-D against the image's references, document
+frequencies from all training references, as `SelfCritical` uses) of greedy captions and
+of samples at each temperature, with dropout on and off, on the first N training images.
 
-    .venv/bin/python bench/bench_scst_gap.py --checkpoint bench/out/flickr8k_..._run/best.pt
+    .venv/bin/python bench/bench_scst_gap.py --checkpoint
+    bench/out/flickr8k_..._run/best.pt
 
 Writes bench/out/scst_gap_<run>.json. Not run by CI.
 """
@@ -84,7 +87,8 @@ def main(argv=None):
                 )
     table(rows)
     print(
-        f"(mean CIDEr-D training reward over {len(some)} training images; {cfg.model} attention, {args.checkpoint})"
+        f"(mean CIDEr-D training reward over {len(some)} training images; "
+        f"{cfg.model} attention, {args.checkpoint})"
     )
     out = Path(args.out or OUT / f"scst_gap_{Path(args.checkpoint).parent.name}.json")
     write_json(

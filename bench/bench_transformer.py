@@ -1,12 +1,15 @@
-"""The Transformer captioner's decoding with its self-attention cache against recomputing the prefix at every step
-(`transformer.PrefixRecompute`), greedy and beam 3, at the paper's base width with random weights and features.
-Both decoders must return the same captions; the table gives milliseconds per image and the speed-up.
+"""The Transformer captioner's decoding with its self-attention cache against
+recomputing the prefix at every step (`transformer.PrefixRecompute`), greedy and beam 3,
+at the paper's base width with random weights and features. Both decoders must return
+the same captions; the table gives milliseconds per image and the speed-up.
 
     .venv/bin/python bench/bench_transformer.py --threads 2
-    .venv/bin/python bench/bench_transformer.py --layers 6 --d-model 512 --max-len 20 --images 50
+    .venv/bin/python bench/bench_transformer.py --layers 6 --d-model 512 --max-len 20
+    --images 50
 
-Quality beside soft attention on the scenes: bench/bench_scenes_quality.py --models soft,transformer.
-Prints a table and writes bench/out/transformer_decoding.json. Not run by CI.
+Quality beside soft attention on the scenes: bench/bench_scenes_quality.py --models
+soft,transformer. Prints a table and writes bench/out/transformer_decoding.json. Not run
+by CI.
 """
 
 import argparse, platform, time

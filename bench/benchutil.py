@@ -1,5 +1,6 @@
-"""Small helpers the benchmark scripts share: a plain-text table, the load average, rounding to significant figures,
-the GPU's clock and memory, and writing the JSON result."""
+"""Small helpers the benchmark scripts share: a plain-text table, the load average,
+rounding to significant figures, the GPU's clock and memory, and writing the JSON
+result."""
 
 import json, os
 from pathlib import Path
@@ -8,7 +9,8 @@ import torch
 
 
 def table(rows, cols=None):
-    "Print dicts as aligned columns (`cols`: which keys, in order; default: the first row's)."
+    """Print dicts as aligned columns (`cols`: which keys, in order; default: the first
+    row's)."""
     cols = cols or list(rows[0])
     w = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols]
     print("  ".join(c.ljust(n) for c, n in zip(cols, w)))
@@ -30,14 +32,16 @@ def sig(x, n=3):
 
 
 def sync(device):
-    "Wait for the GPU's queued work (a no-op on a CPU), so that a wall-clock timing covers it."
+    """Wait for the GPU's queued work (a no-op on a CPU), so that a wall-clock timing
+    covers it."""
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
 def peak_gpu_mib(device):
-    "The most GPU memory PyTorch held since the last `torch.cuda.reset_peak_memory_stats`, in MiB (None on a CPU)."
+    """The most GPU memory PyTorch held since the last
+    `torch.cuda.reset_peak_memory_stats`, in MiB (None on a CPU)."""
     device = torch.device(device)
     return (
         round(torch.cuda.max_memory_allocated(device) / 2**20)
@@ -47,7 +51,8 @@ def peak_gpu_mib(device):
 
 
 def write_json(obj, path, indent=1):
-    "Write a benchmark's result as JSON (anything JSON cannot hold, such as a Path, as its str), making the folder; say where."
+    """Write a benchmark's result as JSON (anything JSON cannot hold, such as a Path, as
+    its str), making the folder; say where."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(obj, indent=indent, default=str))

@@ -1,13 +1,19 @@
-"""Issue 45 diagnostics: why RAM on 28x28 MNIST generalises badly. Short runs, 1 thread; prints one line per evaluation.
+"""Issue 45 diagnostics: why RAM on 28x28 MNIST generalises badly. Short runs, 1 thread;
+prints one line per evaluation.
 
-Training set: the first --ntrain MNIST training images (55,000 or 5,000); validation: the last 5,000 training images
-(never trained on); "train" error: the first 5,000 training images, measured like validation (policy means, l_0 at the centre).
-"ink": mean pixel value inside each glimpse (the last number: share of policy means with |mu| > 0.9), 1,000 validation images;
-for --l0 random it is measured on sampled-start episodes (training mode), for the others from the centre.
-Variants: --l0 random (uniform l_0 in training episodes), --std, --lr/--bs, --linear 1 (the paper's linear f_l, no tanh).
+Training set: the first --ntrain MNIST training images (55,000 or 5,000); validation:
+the last 5,000 training images (never trained on); "train" error: the first 5,000
+training images, measured like validation (policy means, l_0 at the centre). "ink": mean
+pixel value inside each glimpse (the last number: share of policy means with |mu| >
+0.9), 1,000 validation images; for --l0 random it is measured on sampled-start episodes
+(training mode), for the others from the centre. Variants: --l0 random (uniform l_0 in
+training episodes), --std, --lr/--bs, --linear 1 (the paper's linear f_l, no tanh).
 
-    SAT_TUTORIAL_DATA=../shared/data PYTHONPATH=. python bench/ram_diagnose.py --tag A_base        # 6 epochs of 55,000
-    ... --ntrain 5000 --images 200000 --evals 8 --tag P_base                                       # 40 epochs of 5,000
+    # 6 epochs of 55,000
+    SAT_TUTORIAL_DATA=../shared/data PYTHONPATH=. python bench/ram_diagnose.py --tag
+    A_base
+    # 40 epochs of 5,000
+    ... --ntrain 5000 --images 200000 --evals 8 --tag P_base
     ... --ntrain 5000 --images 200000 --evals 8 --tag P_l0rand --l0 random
 The numbers are in bench/RESULTS_ram.md ("Issue 45").
 """

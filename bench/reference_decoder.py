@@ -1,21 +1,26 @@
-"""A *reference* soft-attention decoder, written the way popular PyTorch image-captioning tutorials write it.
+"""A *reference* soft-attention decoder, written the way popular PyTorch
+image-captioning tutorials write it.
 
-Same maths and the same parameter shapes as `sat_tutorial.soft_attention.SoftAttentionCaptioner` (additive attention,
-scalar β gate, LSTMCell on [E y_{t-1}; ẑ_t], h_0/c_0 from the mean annotation, deep output L_o(E y + L_h h + L_z ẑ)),
-but organised as those tutorials do:
+Same maths and the same parameter shapes as
+`sat_tutorial.soft_attention.SoftAttentionCaptioner` (additive attention, scalar β gate,
+LSTMCell on [E y_{t-1}; ẑ_t], h_0/c_0 from the mean annotation, deep output L_o(E y +
+L_h h + L_z ẑ)), but organised as those tutorials do:
 
-* the attention module projects the annotations, W_a·a_i + b, *inside* the time loop, at every step;
-* the vocabulary projection L_o runs per step inside the loop, its output written into a preallocated
-  `(B, T, V)` tensor;
+* the attention module projects the annotations, W_a·a_i + b, *inside* the time loop, at
+  every step;
+* the vocabulary projection L_o runs per step inside the loop, its output written into a
+  preallocated `(B, T, V)` tensor;
 * the LSTM input is the concatenation [E y_{t-1}; ẑ_t] fed to `nn.LSTMCell` every step.
 
-The context is computed with the same `bmm` as the package (tutorials often write `(a * α[..., None]).sum(1)`, which
-is slower still); so the reference differs from the package only in the two points above, and the benchmark measures
-what computing the keys once and the vocabulary projection once buys.
+The context is computed with the same `bmm` as the package (tutorials often write `(a *
+α[..., None]).sum(1)`, which is slower still); so the reference differs from the package
+only in the two points above, and the benchmark measures what computing the keys once
+and the vocabulary projection once buys.
 
-`ReferenceSoftAttentionDecoder.from_captioner(model)` copies a `SoftAttentionCaptioner`'s weights (state-dict
-mapping in `map_state_dict`), so both compute the same function; `bench_soft_attention.py` checks that they give the
-same loss and gradients before timing them.
+`ReferenceSoftAttentionDecoder.from_captioner(model)` copies a
+`SoftAttentionCaptioner`'s weights (state-dict mapping in `map_state_dict`), so both
+compute the same function; `bench_soft_attention.py` checks that they give the same loss
+and gradients before timing them.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
 
 class TutorialAttention(nn.Module):
-    "Additive attention as tutorials write it: the encoder projection is part of every call."
+    """Additive attention as tutorials write it: the encoder projection is part of every
+    call."""
 
     def __init__(self, feature_dim, hidden_dim, attention_dim):
         super().__init__()
@@ -91,12 +97,14 @@ class ReferenceSoftAttentionDecoder(nn.Module):
             alphas[:, t] = alpha
         return predictions, alphas
 
-    # the same objective as the package's model: its `loss` only calls `self(...)` and reads `alpha_c`
+    # the same objective as the package's model: its `loss` only calls `self(...)` and
+    # reads `alpha_c`
     loss = SoftAttentionCaptioner.loss
 
     @classmethod
     def from_captioner(cls, model) -> "ReferenceSoftAttentionDecoder":
-        "A reference decoder holding a copy of `model`'s (a `SoftAttentionCaptioner`) weights."
+        """A reference decoder holding a copy of `model`'s (a `SoftAttentionCaptioner`)
+        weights."""
         assert model.f_beta is not None and not getattr(
             model, "uniform_attention", False
         )

@@ -1,4 +1,5 @@
-"""Small fake datasets for the tests: Karpathy-format caption files with tiny images, and feature files for them."""
+"""Small fake datasets for the tests: Karpathy-format caption files with tiny images,
+and feature files for them."""
 
 import json
 from pathlib import Path
@@ -19,7 +20,8 @@ CAPTIONS = [
 def fake_dataset(
     root: Path, n: int = 40, name: str = "flickr8k", size: int = 32, seed: int = 0
 ) -> Path:
-    "n random images of size×size under root/name/images with a Karpathy split file (80% train, 10% val, 10% test)."
+    """n random images of size×size under root/name/images with a Karpathy split file
+    (80% train, 10% val, 10% test)."""
     d = root / name
     (d / "images").mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -46,7 +48,8 @@ def fake_dataset(
 def fake_features(
     path: Path, keys, L: int = 4, D: int = 16, seed: int = 0, failed=(), **meta
 ) -> Path:
-    "A complete feature file of random ReLU-like features for `keys`, made (says its metadata) by `meta`."
+    """A complete feature file of random ReLU-like features for `keys`, made (says its
+    metadata) by `meta`."""
     rng = np.random.default_rng(seed)
     x = np.maximum(rng.normal(size=(len(keys), L, D)), 0).astype(np.float16)
     bad = np.isin(np.arange(len(keys)), list(failed))
@@ -62,7 +65,8 @@ def fake_features(
 
 
 def caption_batch(V: int = 15, B: int = 3, T: int = 6):
-    "Padded captions `(B, T)` of lengths T, T − 2, 3 (<start> … <end> <pad>…) with random words below V, and the lengths."
+    """Padded captions `(B, T)` of lengths T, T − 2, 3 (<start> … <end> <pad>…) with
+    random words below V, and the lengths."""
     import torch
     from sat_tutorial.data import Vocab
 

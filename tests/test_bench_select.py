@@ -1,5 +1,6 @@
-"""bench/bench_flickr8k.py select on a tiny hard-attention run of a fake Flickr8k: it picks the checkpoint and the reading on
-val alone, never an expected read, and what it reports on test is that pair's test score."""
+"""bench/bench_flickr8k.py select on a tiny hard-attention run of a fake Flickr8k: it
+picks the checkpoint and the reading on val alone, never an expected read, and what it
+reports on test is that pair's test score."""
 
 import json, sys
 from pathlib import Path
@@ -15,8 +16,10 @@ bench = pytest.importorskip("bench_flickr8k")
 
 
 def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
-    # select decodes 13 times, and METEOR starts a Java process each time (5-40 s): here a stand-in that depends on the
-    # captions (their mean length in words) takes its place; what is under test is the choice, not METEOR (test_metrics.py)
+    # select decodes 13 times, and METEOR starts a Java process each time (5-40 s): here
+    # a stand-in that depends on the
+    # captions (their mean length in words) takes its place; what is under test is the
+    # choice, not METEOR (test_metrics.py)
     import sat_tutorial.metrics as metrics
 
     monkeypatch.setattr(
@@ -87,7 +90,8 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
     )
     same = ("bleu4", "meteor", "cider", "bleu_length_ratio", "bleu_bp")
     assert {k: m[k] for k in same} == {k: res["test_beam3_selected"][k] for k in same}
-    # with BLEU's length terms of those captions (the paper's BLEU has no brevity penalty: equal where bp = 1)
+    # with BLEU's length terms of those captions (the paper's BLEU has no brevity
+    # penalty: equal where bp = 1)
     from sat_tutorial.metrics import bleu_brevity
 
     bb = bleu_brevity({r.filename: r.raw for r in bench.records(0)["test"]}, caps)
@@ -103,7 +107,8 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
         bench.main(
             ["select", "--run", str(run), "--criterion", "bleu5", "--device", "cpu"]
         )
-    # what quality records as the run's configuration: the one fit trained with (D from the stored features, 16 here, not
+    # what quality records as the run's configuration: the one fit trained with (D from
+    # the stored features, 16 here, not
     # TrainConfig's scene default 128), without the fields only the scenes read
     rc = bench.run_config(run / "best.pt")
     assert (
@@ -111,7 +116,8 @@ def test_select_picks_on_val_and_tests_only_that_pair(tmp_path, monkeypatch):
         and rc["hidden_dim"] == 8
         and not set(bench.SCENES_ONLY) & set(rc)
     )
-    # ensemble: each member at its own val pick; a run with itself scores what the run scores alone, on val and on test
+    # ensemble: each member at its own val pick; a run with itself scores what the run
+    # scores alone, on val and on test
     bench.main(
         [
             "ensemble",

@@ -1,4 +1,5 @@
-"""Every generated module imports on its own (a demo line left in an exported cell would break this)."""
+"""Every generated module imports on its own (a demo line left in an exported cell would
+break this)."""
 
 import importlib, subprocess, sys
 from pathlib import Path
