@@ -26,6 +26,7 @@ import time
 import types
 
 _exec, _compile = exec, compile  # bound before the student's code can replace them
+BUILTINS = dict(builtins.__dict__)  # the probes' builtins, whatever the student patches
 MAX_TEXT = 20_000  # characters of output kept per cell
 MAX_NUMBERS = 5_000_000  # numbers a probe may return
 
@@ -200,7 +201,7 @@ def main() -> int:
         g = {
             "shared": shared,
             "__name__": "check",
-            "__builtins__": builtins,
+            "__builtins__": BUILTINS,
             "torch": torch,
             "math": math,
             "seed_everything": seed_everything,

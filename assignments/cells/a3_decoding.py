@@ -203,8 +203,8 @@ for b, ((toks, score), (g_toks, g_score)) in enumerate(
         "log-probabilities of the words emitted, <end> included, nothing after it)"
     )
 
+
 # %% check id=a3_greedy_test
-PROBE_CAPTIONER = """
 def tiny_captioner(kind, V=7, D=4, seed=0):
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
@@ -216,8 +216,6 @@ def tiny_captioner(kind, V=7, D=4, seed=0):
         for p in model.parameters():
             p.mul_(2.0)
     return model
-"""
-exec(PROBE_CAPTIONER)
 
 
 def probe(ns):
@@ -288,11 +286,20 @@ def brute_force(model, feats1, max_len):
 
 toks, score = brute_force(model, feats[:1], 3)
 print("best caption of image 0 by enumeration:", toks, round(score, 4))
-found = beam_search(model, feats[:1], beam_size=49, max_len=3)[0]
-assert found[0] == toks, (
-    f"with 49 = V² beams nothing is pruned: beam search must find {toks}, found "
-    f"{found[0]} (are finished captions kept, and their scores frozen?)"
-)
+for m, f in (
+    (model, feats),
+    (tiny_captioner("soft", seed=5), torch.randn(3, 5, 4) * 2),
+):
+    found = beam_search(m, f, beam_size=49, max_len=3)
+    for b in range(3):
+        toks, score = brute_force(m, f[b : b + 1], 3)
+        assert found[b][0] == toks and abs(found[b][1] - score) < 1e-4, (
+            f"image {b}: with 49 = V² beams nothing is pruned, so beam search must "
+            f"find {toks} (log p {score:.4f}); found {found[b][0]} "
+            f"({found[b][1]:.4f}). "
+            "Do all beams start alive (only one should)? Do finished captions keep "
+            "their score?"
+        )
 
 
 # %% check id=a3_brute_force_test
