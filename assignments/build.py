@@ -1,16 +1,24 @@
-"""Write the instructor notebooks `source/<name>/<name>.ipynb` from the readable cell files `cells/<name>.py`.
+"""Write the instructor notebooks `source/<name>/<name>.ipynb` and the grader's checks
+`source/<name>/checks.json` from the readable cell files `cells/<name>.py`.
 
-A cell file is a Python file split into cells by marker lines (jupytext's percent format, plus nbgrader's roles):
+A cell file is a Python file split into cells by marker lines (jupytext's percent
+format, plus nbgrader's roles and the grader's):
 
-    # %% md                          a markdown cell; its lines drop the leading "# "
-    # %%                             a read-only code cell (given code: imports, data)
-    # %% solution id=NAME            the student's code; `### BEGIN SOLUTION` / `### END SOLUTION` mark what is removed
-    # %% test id=NAME points=N       an autograded test cell worth N points; `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS`
-                                     mark the part students never see
+    # %% md                     a markdown cell; its lines drop the leading "# "
+    # %%                        a read-only code cell (given code: imports, data)
+    # %% solution id=NAME       the student's code; `### BEGIN SOLUTION` /
+                                `### END SOLUTION` mark what the release removes
+    # %% test id=NAME points=N  the visible test of a graded part worth N points
+    # %% check id=NAME [alone]  the grader's check of that part (not in the notebook):
+                                `probe(ns)`, optional `expect(ns)` and `compare(got,
+                                want)`; `alone`: run without the student's code
+    # %% forbid                 `# module:qualname` lines: package functions the
+                                student may not call
 
-nbgrader needs its cell metadata (solution / grade / locked, grade_id, points) on every such cell: this script writes it.
-Never run nbdev_clean on the result (it strips the metadata). `python assignments/build.py --check` fails if a notebook
-is not what its cell file makes (the tests run it)."""
+nbgrader needs its cell metadata (solution / grade / locked, grade_id, points) on every
+such cell: this script writes it. Never run nbdev_clean on the result (it strips the
+metadata). `python assignments/build.py --check` fails if a notebook or checks.json is
+not what its cell file makes (the tests run it)."""
 
 from __future__ import annotations
 
@@ -19,6 +27,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MARKER = re.compile(r"^# %%(.*)$")
+ROLES = ("md", "code", "solution", "test", "check", "forbid")
 
 
 def parse(path: Path) -> list[dict]:
@@ -33,16 +42,15 @@ def parse(path: Path) -> list[dict]:
                 if words and "=" not in words[0]
                 else ("code", words)
             )
-            attrs = dict(w.split("=", 1) for w in rest)
-            if role not in ("md", "code", "solution", "test"):
-                sys.exit(
-                    f"{path}:{n}: unknown cell role {role!r} (md, code, solution, test)"
-                )
-            if role in ("solution", "test") and "id" not in attrs:
+            flags = {w for w in rest if "=" not in w}
+            attrs = dict(w.split("=", 1) for w in rest if "=" in w)
+            if role not in ROLES:
+                sys.exit(f"{path}:{n}: unknown cell role {role!r} ({', '.join(ROLES)})")
+            if role in ("solution", "test", "check") and "id" not in attrs:
                 sys.exit(f"{path}:{n}: a {role} cell needs id=NAME")
             if role == "test" and "points" not in attrs:
                 sys.exit(f"{path}:{n}: a test cell needs points=N")
-            cur = {"role": role, "attrs": attrs, "lines": [], "line": n}
+            cur = {"role": role, "attrs": attrs, "flags": flags, "lines": []}
             cells.append(cur)
         elif cur is None:
             if line.strip():
@@ -66,6 +74,7 @@ def _source(cell: dict) -> str:
 def notebook(name: str, cells: list[dict]) -> dict:
     "The nbformat-4 notebook, with nbgrader metadata (schema 3) and stable cell ids."
     out, seen = [], set()
+    cells = [c for c in cells if c["role"] in ("md", "code", "solution", "test")]
     for k, c in enumerate(cells):
         src = _source(c)
         gid = (
@@ -93,8 +102,11 @@ def notebook(name: str, cells: list[dict]) -> dict:
             sys.exit(
                 f"{name}: cell {gid!r} has a solution region but is not a solution cell"
             )
-        if c["role"] != "test" and "BEGIN HIDDEN TESTS" in src:
-            sys.exit(f"{name}: cell {gid!r} has hidden tests but is not a test cell")
+        if "BEGIN HIDDEN TESTS" in src:
+            sys.exit(
+                f"{name}: cell {gid!r} has hidden tests: write them as a check cell"
+                " (they run outside the student's process)"
+            )
         cell = {
             "cell_type": "markdown" if c["role"] == "md" else "code",
             "id": hashlib.sha1(f"{name}/{gid}".encode()).hexdigest()[:8],
@@ -125,6 +137,24 @@ def notebook(name: str, cells: list[dict]) -> dict:
     }
 
 
+def grading(name: str, cells: list[dict]) -> dict:
+    """What the grader needs besides the notebook: the probe of each graded part and
+    the package functions the student may not call (source/<name>/checks.json)."""
+    tests = {c["attrs"]["id"] for c in cells if c["role"] == "test"}
+    parts, forbid = {}, []
+    for c in cells:
+        if c["role"] == "forbid":
+            forbid += [w for line in c["lines"] for w in line.lstrip("# ").split()]
+        elif c["role"] == "check":
+            gid = c["attrs"]["id"]
+            if gid not in tests or gid in parts:
+                sys.exit(f"{name}: check {gid!r} has no test cell, or is written twice")
+            parts[gid] = {"code": _source(c) + "\n", "alone": "alone" in c["flags"]}
+    if set(parts) != tests:
+        sys.exit(f"{name}: test cells without a check: {sorted(tests - set(parts))}")
+    return {"forbid": forbid, "parts": parts}
+
+
 def render(nb: dict) -> str:
     return json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
 
@@ -148,15 +178,19 @@ def main(argv=None) -> int:
         if not f.exists():
             sys.exit(f"{f}: no such cell file")
         name = f.stem
-        text = render(notebook(name, parse(f)))
-        dest = HERE / "source" / name / f"{name}.ipynb"
-        if args.check:
-            if not dest.exists() or dest.read_text(encoding="utf-8") != text:
-                stale.append(str(dest.relative_to(HERE)))
-            continue
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(text, encoding="utf-8")
-        print(f"wrote {dest.relative_to(HERE.parent)}")
+        cells = parse(f)
+        folder = HERE / "source" / name
+        for dest, text in (
+            (folder / f"{name}.ipynb", render(notebook(name, cells))),
+            (folder / "checks.json", json.dumps(grading(name, cells), indent=1) + "\n"),
+        ):
+            if args.check:
+                if not dest.exists() or dest.read_text(encoding="utf-8") != text:
+                    stale.append(str(dest.relative_to(HERE)))
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(text, encoding="utf-8")
+            print(f"wrote {dest.relative_to(HERE.parent)}")
     if stale:
         print(
             "not what the cell files make (run `python assignments/build.py`): "

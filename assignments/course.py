@@ -1,58 +1,58 @@
-"""Release and grade the course kit with nbgrader's own machinery (no grader of our own): `python assignments/course.py
-release` writes the student versions to `release/`; `python assignments/course.py grade` autogrades every
-`submitted/<student>/<assignment>/` and writes `grades.csv`, one row per student and assignment with the points of each
-part and a readable line for every part that lost points. One broken submission never stops the others."""
+"""Release and grade the course kit. `python assignments/course.py release` writes the
+student versions to `release/` with nbgrader; `python assignments/course.py grade`
+grades every `submitted/<student>/<assignment>/` in a sandbox (grading.py) and merges
+one row per student and assignment into `grades.csv`: the points of each part and a
+readable line for every part that lost points. One broken submission never stops the
+others."""
 
 from __future__ import annotations
 
-import argparse, csv, json, os, re, sys, warnings
+import argparse
+import csv
+import os
+import sys
+import warnings
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+LIMIT = 120.0  # seconds per cell and per probe (--timeout)
+COLUMNS = ["student", "assignment", "score", "max_score", "parts", "feedback"]
 
-from nbgrader.preprocessors import NbGraderPreprocessor  # noqa: E402
+
+def _need(module: str, what: str):
+    "Import `module` or stop with one line naming what to install."
+    try:
+        return __import__(module)
+    except ImportError:
+        sys.exit(f"course.py needs {what}: pip install -e '.[course]' (from {REPO})")
 
 
-class ForgetUnknownCells(NbGraderPreprocessor):
-    """Before nbgrader's `OverwriteCells`: a cell whose grade id the instructor's notebook does not have (a student renamed
-    it) becomes a plain cell. nbgrader 0.9.6 would otherwise stop on it ("nbgrader cell does not have a grade_id") and
-    grade nothing of that submission; now only the renamed part is missing, and it scores 0."""
+def refuse_autograde():
+    "An nbgrader preprocessor that stops `nbgrader autograde`: grade with course.py."
+    from nbgrader.preprocessors import NbGraderPreprocessor
 
-    def preprocess(self, nb, resources):
-        from nbgrader.api import Gradebook, MissingEntry
+    class RefuseAutograde(NbGraderPreprocessor):
+        def preprocess(self, nb, resources):
+            raise RuntimeError(
+                "this course is graded by `python assignments/course.py grade` (in a "
+                "sandbox, with checks the notebooks do not hold), not by nbgrader "
+                "autograde"
+            )
 
-        notebook, assignment = (
-            resources["nbgrader"]["notebook"],
-            resources["nbgrader"]["assignment"],
-        )
-        with Gradebook(resources["nbgrader"]["db_url"]) as gb:
-            try:
-                known = {
-                    c.name for c in gb.find_notebook(notebook, assignment).source_cells
-                }
-            except MissingEntry:
-                return nb, resources
-        for cell in nb.cells:
-            gid = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if gid is not None and gid not in known:
-                self.log.warning(
-                    "cell %r is not in the assignment (renamed?): graded as an ordinary cell",
-                    gid,
-                )
-                del cell.metadata["nbgrader"]
-        return nb, resources
+    return RefuseAutograde
 
 
 def assignments(root: Path = HERE) -> list[str]:
-    "The assignments of a course folder: the folders of `source/` holding a notebook of the same name."
+    "The assignments of a course folder: the folders of `source/` with their notebook."
     return sorted(
         p.name for p in (root / "source").iterdir() if (p / f"{p.name}.ipynb").exists()
     )
 
 
-def api(root: Path = HERE, timeout: int | None = None):
-    "nbgrader's Python API for the course folder `root` (its nbgrader_config.py, plus a per-cell `timeout` if given)."
+def api(root: Path = HERE):
+    "nbgrader's Python API for the course folder `root` (its nbgrader_config.py)."
     from traitlets.config.loader import PyFileConfigLoader
     from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
@@ -62,25 +62,15 @@ def api(root: Path = HERE, timeout: int | None = None):
     config = PyFileConfigLoader("nbgrader_config.py", path=str(root)).load_config()
     config.CourseDirectory.root = str(root)
     config.CourseDirectory.db_url = f"sqlite:///{root / 'gradebook.db'}"
-    if timeout is not None:
-        config.Execute.timeout = timeout
-    if (
-        REPO / "sat_tutorial" / "__init__.py"
-    ).exists():  # the grading kernel imports this checkout's sat_tutorial
-        os.environ["PYTHONPATH"] = os.pathsep.join(
-            [str(REPO)]
-            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        )
-    bin_dir = str(
-        Path(sys.executable).parent
-    )  # nbgrader runs `alembic` from the environment's bin
+    bin_dir = str(Path(sys.executable).parent)  # nbgrader runs `alembic` from there
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
     return NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
 
 def release(nbapi, names=None) -> list[str]:
-    "Run `generate_assignment` for each assignment (instructor notebook → `release/`, and into the gradebook); return the failures."
+    """Run `generate_assignment` for each assignment (instructor notebook → `release/`,
+    and into the gradebook); return the failures."""
     failed = []
     for name in names or assignments(Path(nbapi.coursedir.root)):
         r = nbapi.generate_assignment(name, force=True)
@@ -90,211 +80,231 @@ def release(nbapi, names=None) -> list[str]:
     return failed
 
 
-def _cell_problem(nb_path: Path, gid: str) -> str:
-    "Why the graded cell `gid` of an autograded notebook lost points: its error, or that it is missing."
-    if not nb_path.exists():
-        return "the notebook was not graded"
-    nb = json.loads(nb_path.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell.get("metadata", {}).get("nbgrader", {}).get("grade_id") == gid:
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "error":
-                    msg = " ".join(str(out.get("evalue", "")).split())[:200]
-                    if (
-                        "Timeout" in str(out.get("ename"))
-                        or out.get("ename") == "KeyboardInterrupt"
-                    ):
-                        return "stopped by the per-cell time limit (an endless or very slow loop?)"
-                    return (
-                        f"{out.get('ename')}: {msg}" if msg else str(out.get("ename"))
-                    )
-            return "no error, but the test did not pass"
-    return "this graded cell is missing from the submission (deleted, or its nbgrader metadata renamed): 0 points"
-
-
-def grade(nbapi, names=None, students=None) -> list[dict]:
-    """Autograde every submission (or those of `students`) of each assignment; return one row per student and assignment:
-    score, max_score, per-part points and a readable line for each part that lost points (or why nothing was graded)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    root = Path(nbapi.coursedir.root)
-    names = names or assignments(root)
-    with Gradebook(nbapi.coursedir.db_url) as gb:
-        known = {a.name for a in gb.assignments}
-    missing = [n for n in names if n not in known]
-    if missing:
-        release(nbapi, missing)  # grading needs the assignment in the gradebook
-    rows = []
-    for extra in sorted(
-        p
-        for p in (root / "submitted").glob("*/*")
-        if p.is_dir() and p.name not in assignments(root)
-    ):
-        print(
-            f"skipped {extra.relative_to(root)}: there is no assignment {extra.name!r} in source/"
-        )
-    for name in names:
-        subs = (
-            sorted(
-                p.parent.name
-                for p in (root / "submitted").glob(f"*/{name}")
-                if p.is_dir()
-            )
-            if (root / "submitted").is_dir()
-            else []
-        )
-        for student in subs:
-            if students is not None and student not in students:
-                continue
-            r = nbapi.autograde(name, student, force=True, create=True)
-            row = {
-                "student": student,
-                "assignment": name,
-                "score": 0.0,
-                "max_score": 0.0,
-                "parts": {},
-                "problems": [],
-            }
-            if not r["success"]:
-                row["problems"].append(
-                    "nbgrader could not grade this submission: " + _failure(r)
-                )
-            with Gradebook(nbapi.coursedir.db_url) as gb:
-                try:
-                    a = gb.find_assignment(name)
-                except MissingEntry:
-                    rows.append(row)
-                    continue
-                for nb in a.notebooks:
-                    row["max_score"] += nb.max_score
-                    try:
-                        sub = gb.find_submission_notebook(nb.name, name, student)
-                    except MissingEntry:
-                        row["problems"].append(
-                            f"{nb.name}.ipynb: not submitted or not graded: 0 points"
-                        )
-                        continue
-                    for g in sorted(sub.grades, key=lambda g: g.name):
-                        pts = float(g.auto_score or 0.0)
-                        row["parts"][g.name] = pts
-                        row["score"] += pts
-                        if pts < g.max_score:
-                            why = _cell_problem(
-                                root
-                                / "autograded"
-                                / student
-                                / name
-                                / f"{nb.name}.ipynb",
-                                g.name,
-                            )
-                            row["problems"].append(
-                                f"{g.name} ({pts:g}/{g.max_score:g}): {why}"
-                            )
-            row["problems"] += _solution_errors(root / "autograded" / student / name)
-            rows.append(row)
-    return rows
-
-
-def _failure(result: dict) -> str:
-    "The exception behind a failed `autograde` (say, a file that is not a notebook), from nbgrader's log."
-    text = (result.get("log") or "") + "\n" + (result.get("error") or "")
-    found = [
-        m.group(2) + ": " + m.group(3)
-        for m in re.finditer(
-            r"^\s*([\w.]+\.)?(\w+(?:Error|Exception)): (.*)$", text, re.M
-        )
-        if m.group(2) != "NbGraderException"
-    ]
-    return (found[-1] if found else "unknown error (see nbgrader's log)")[:240]
-
-
-def _solution_errors(folder: Path) -> list[str]:
-    "A line for each of the student's own cells (solution cells) that raised when graded: the cause of the failures that follow."
+def _tests_failed(source: list[dict], cells: list[dict], records: dict) -> list[str]:
+    "A line per visible test (or own cell) that raised: what the student sees first."
     lines = []
-    for nb_path in sorted(folder.glob("*.ipynb")):
-        for cell in json.loads(nb_path.read_text(encoding="utf-8"))["cells"]:
-            meta = cell.get("metadata", {}).get("nbgrader", {})
-            if not meta.get("solution") or meta.get("grade"):
-                continue
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "error":
-                    msg = " ".join(str(out.get("evalue", "")).split())[:200]
-                    lines.append(
-                        f"your cell {meta.get('grade_id')} raised {out.get('ename')}"
-                        + (f": {msg}" if msg else "")
-                    )
+    for i, c in enumerate(cells):
+        err = (records.get(i) or {}).get("error")
+        if not err or c["kind"] not in ("test", "solution"):
+            continue
+        name, msg = (list(err) + ["", ""])[:2]
+        where = "visible test" if c["kind"] == "test" else "your cell"
+        lines.append(f"{where} {c['id']} raised {name}" + (f": {msg}" if msg else ""))
     return lines
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    "The grades: student, assignment, score, max_score, the points of each part, and what lost points."
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(["student", "assignment", "score", "max_score", "parts", "feedback"])
-        for r in rows:
-            w.writerow(
-                [
-                    r["student"],
-                    r["assignment"],
-                    f"{r['score']:g}",
-                    f"{r['max_score']:g}",
-                    "; ".join(f"{k}={v:g}" for k, v in r["parts"].items()),
-                    " | ".join(r["problems"]),
-                ]
+def _row(student: str, name: str, points: dict) -> dict:
+    return {
+        "student": student,
+        "assignment": name,
+        "score": 0.0,
+        "max_score": sum(points.values()),
+        "parts": {p: 0.0 for p in sorted(points)},
+        "problems": [],
+    }
+
+
+def grade(
+    root: Path,
+    names=None,
+    students=None,
+    limit: float = LIMIT,
+    jobs: int = 1,
+    log=print,
+) -> list[dict]:
+    """Grade every submission (or those of `students`) of each assignment in a sandbox,
+    `jobs` at a time; one row per student and assignment: score, max_score, per-part
+    points and a readable line for each part that lost points (or why nothing was
+    graded)."""
+    import threading
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grading
+
+    names = names or assignments(root)
+    sub_root = root / "submitted"
+    for extra in sorted(sub_root.glob("*/*")):
+        if extra.is_dir() and extra.name not in assignments(root):
+            log(f"skipped {extra.relative_to(root)}: no assignment {extra.name!r}")
+    specs, tasks = {}, []
+    for name in names:
+        source, checks = grading.load_source(root, name)
+        points = {
+            grading._gid(c): float(c["metadata"]["nbgrader"]["points"])
+            for c in source
+            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+        }
+        specs[name] = (source, checks, points)
+        for folder in sorted(p for p in sub_root.glob("*") if p.is_dir()):
+            if students is not None and folder.name not in students:
+                continue
+            if (folder / name).exists() or (folder / f"{name}.ipynb").exists():
+                tasks.append((name, folder.name))
+
+    wants, locks = {}, {name: threading.Lock() for name in names}
+
+    def reference(name):
+        "The solution's probe outputs, computed once, when a submission needs them."
+        with locks[name]:
+            if name not in wants:
+                source, checks, _ = specs[name]
+                sol = {"cells": grading.solution_cells(source)}
+                cells, _ = grading.assemble(source, sol)
+                want = grading.run(cells, checks, limit, reference=True)["parts"]
+                bad = {p: r["error"] for p, r in want.items() if "error" in r}
+                if bad and not all(checks["parts"][p]["alone"] for p in bad):
+                    raise RuntimeError(f"{name}: the solution fails its checks: {bad}")
+                wants[name] = want
+        return wants[name]
+
+    def one(task):
+        name, student = task
+        source, checks, points = specs[name]
+        row, sub = _row(student, name, points), sub_root / student / name
+        if not sub.is_dir():
+            row["problems"].append(
+                f"{student}/{name}.ipynb is not in a folder: put it in "
+                f"submitted/{student}/{name}/{name}.ipynb"
             )
+            return row
+        nb, problem = grading.read_submission(sub, name)
+        if problem:
+            row["problems"].append(problem)
+            return row
+        cells, missing = grading.assemble(source, nb)
+        got = grading.run(cells, checks, limit, files=sub)
+        if any(c["alone"] for c in checks["parts"].values()):
+            alone = grading.run([], checks, limit, files=sub, alone=True)
+            got["parts"].update(alone["parts"])
+        scores = grading.score_parts(checks, points, got["parts"], reference(name))
+        for part in sorted(scores):
+            pts, why = scores[part]
+            row["parts"][part] = pts
+            row["score"] += pts
+            if pts < points[part]:
+                row["problems"].append(f"{part} ({pts:g}/{points[part]:g}): {why}")
+        row["problems"] += [
+            f"your cell {m} is missing from the notebook" for m in missing
+        ]
+        tests = _tests_failed(source, cells, got["cells"])
+        row["problems"] += [t for t in tests if t.startswith("your cell")]
+        row["tests"] = [t for t in tests if not t.startswith("your cell")]
+        return row
+
+    with ThreadPoolExecutor(max(1, jobs)) as ex:
+        rows = list(ex.map(one, tasks))
+    for row in rows:
+        _feedback(root, row)
+    return rows
+
+
+def _feedback(root: Path, row: dict) -> None:
+    "feedback/<student>/<assignment>.txt: the score, each part, what lost points."
+    dest = root / "feedback" / row["student"] / f"{row['assignment']}.txt"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"{row['assignment']}: {row['score']:g}/{row['max_score']:g}",
+        *(f"  {k}: {v:g}" for k, v in row["parts"].items()),
+        "What lost points:" if row["problems"] else "Nothing lost points.",
+        *(f"  - {p}" for p in row["problems"]),
+    ]
+    if row.get("tests"):
+        lines += ["Visible tests that failed:", *(f"  - {t}" for t in row["tests"])]
+    dest.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_csv(rows: list[dict], path: Path) -> int:
+    """Merge `rows` into the grades file `path`: a row of the same student and
+    assignment is replaced, every other row kept. Returns the number of rows."""
+    table = {}
+    if path.exists():
+        with open(path, newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f):
+                table[(r.get("student"), r.get("assignment"))] = r
+    for r in rows:
+        table[(r["student"], r["assignment"])] = {
+            "student": r["student"],
+            "assignment": r["assignment"],
+            "score": f"{r['score']:g}",
+            "max_score": f"{r['max_score']:g}",
+            "parts": "; ".join(f"{k}={v:g}" for k, v in r["parts"].items()),
+            "feedback": " | ".join(r["problems"]),
+        }
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for key in sorted(table):
+            w.writerow(table[key])
+    os.replace(tmp, path)
+    return len(table)
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split(":")[0])
+    p = argparse.ArgumentParser(description=__doc__.split(".")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     rel = sub.add_parser("release", help="write the student versions to release/")
     rel.add_argument("names", nargs="*", help="assignments (default: all in source/)")
-    g = sub.add_parser(
-        "grade", help="autograde submitted/<student>/<assignment>/ and write grades.csv"
-    )
+    g = sub.add_parser("grade", help="grade submitted/<student>/<assignment>/")
     g.add_argument("names", nargs="*", help="assignments (default: all in source/)")
     g.add_argument("--student", action="append", help="only this student (repeatable)")
     g.add_argument(
         "--csv",
         default=str(HERE / "grades.csv"),
-        help="where to write the grades (default: assignments/grades.csv)",
+        help="the grades file rows are merged into (default: assignments/grades.csv)",
     )
     g.add_argument(
         "--timeout",
+        type=float,
+        default=LIMIT,
+        help="seconds per cell and per check (default: %(default)s)",
+    )
+    g.add_argument(
+        "--jobs",
         type=int,
-        default=None,
-        help="seconds per cell (default: nbgrader_config.py's)",
+        default=1,
+        help="submissions graded at once, each in its own sandbox (default: 1)",
     )
     args = p.parse_args(argv)
     unknown = [
         n for n in args.names if not (HERE / "source" / n / f"{n}.ipynb").exists()
     ]
     if unknown:
+        have = ", ".join(assignments())
         print(
-            f"no such assignment in {HERE / 'source'}: {', '.join(unknown)} (have: {', '.join(assignments())})",
-            file=sys.stderr,
+            f"no such assignment: {', '.join(unknown)} (have: {have})", file=sys.stderr
         )
         return 2
     if args.cmd == "release":
+        _need("nbgrader", "nbgrader")
         failed = release(api(), args.names or None)
         for f in failed:
             print(f, file=sys.stderr)
         return 1 if failed else 0
+    _need("torch", "torch and sat_tutorial")
+    _need("sat_tutorial", "sat_tutorial")
+    import sandbox
+
+    why = sandbox.problem()
+    if why:
+        print(why, file=sys.stderr)
+        return 2
     if not (HERE / "submitted").is_dir():
         print(
-            f"nothing to grade: put submissions in {HERE / 'submitted'}/<student>/<assignment>/",
+            f"nothing to grade: put submissions in {HERE / 'submitted'}"
+            "/<student>/<assignment>/",
             file=sys.stderr,
         )
         return 2
-    rows = grade(api(timeout=args.timeout), args.names or None, args.student)
-    write_csv(rows, Path(args.csv))
+    rows = grade(HERE, args.names or None, args.student, args.timeout, args.jobs)
+    total = write_csv(rows, Path(args.csv))
     for r in rows:
-        print(
-            f"{r['student']:>16} {r['assignment']:<24} {r['score']:g}/{r['max_score']:g}"
-        )
+        score = f"{r['score']:g}/{r['max_score']:g}"
+        print(f"{r['student']:>16} {r['assignment']:<24} {score}")
         for line in r["problems"]:
             print(f"{'':>18}- {line}")
-    print(f"wrote {args.csv} ({len(rows)} submissions)")
+    print(f"graded {len(rows)} submissions; {args.csv} holds {total} rows")
     return 0
 
 

@@ -1,31 +1,37 @@
 # %% md
 # # A3 — Beam search for any captioner
 #
-# Follows notebook `08_decoding`. Every captioner of the package follows one protocol: `model.init_state(feats)`
-# computes what is needed once per image, and `model.step(words, state)` returns the log-probabilities of the next word
-# `(N, V)`, the new state and the attention `(N, L)`. Decoding uses nothing else, so one beam search serves every model.
-# You write it, batched over images. The hidden tests compare it with **brute-force enumeration** of every caption on a
-# tiny vocabulary, with `sat_tutorial.decoding.greedy` (beam size 1) and with `sat_tutorial.decoding.beam_search`, on
-# two different captioners.
+# Follows notebook `08_decoding`. Every captioner of the package follows one protocol:
+# `model.init_state(feats)` computes what is needed once per image, and
+# `model.step(words, state)` returns the log-probabilities of the next word `(N, V)`,
+# the new state and the attention `(N, L)`. Decoding uses nothing else, so one beam
+# search serves every model. You write it, batched over images. The grader's checks
+# compare it with **brute-force enumeration** of every caption on a tiny vocabulary,
+# with `sat_tutorial.decoding.greedy` (beam size 1) and with
+# `sat_tutorial.decoding.beam_search`, on two different captioners.
 #
-# Conventions: word ids `<pad>` = 0, `<start>` = 1, `<end>` = 2. A caption ends when it emits `<end>`; its score is
-# $\sum_t \log p(y_t \mid y_{<t}, a)$ over the words it emitted, `<end>` included. A caption still running after
-# `max_len` words is kept as it is. The best caption of an image is the beam with the highest score (no length
+# Conventions: word ids `<pad>` = 0, `<start>` = 1, `<end>` = 2. A caption ends when it
+# emits `<end>`; its score is $\sum_t \log p(y_t \mid y_{<t}, a)$ over the words it
+# emitted, `<end>` included. A caption still running after `max_len` words is kept as it
+# is. The best caption of an image is the beam with the highest score (no length
 # normalisation). Any word id may be emitted (do not forbid any).
 #
-# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete both). 10 points.
+# **What you may call.** torch, `model.init_state`, `model.step`, `model.static_state`
+# and the given `select_state`. The package's `decoding.beam_search`, `decoding.greedy`
+# and `decoding.expand_state` refuse calls from your code: a part that calls them scores
+# 0. The grader runs your functions in a separate process and compares the results with
+# enumeration, greedy decoding and the package's beam search; the tests below only help
+# you.
+#
+# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
+# both). 10 points.
 
 # %%
 import itertools
 import torch
 from sat_tutorial.core import seed_everything
 from sat_tutorial.butd import BUTDCaptioner
-from sat_tutorial.decoding import (
-    beam_search as reference_beam_search,
-    expand_state as reference_expand_state,
-    greedy,
-    select_state,
-)
+from sat_tutorial.decoding import select_state
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
 torch.set_num_threads(1)
@@ -33,7 +39,8 @@ PAD, START, END = 0, 1, 2
 
 
 def tiny_captioner(kind, V=7, D=4, seed=0):
-    "A small random captioner whose word distributions are far from uniform, in eval mode."
+    """A small random captioner whose word distributions are far from uniform, in eval
+    mode."""
     seed_everything(seed)
     cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
     model = cls(V, D, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
@@ -50,16 +57,19 @@ print("per-image constants in the state (static_state):", model.static_state)
 # %% md
 # ## 1. One row per beam (2 points)
 #
-# Beam search runs `k` hypotheses per image as `N = B·k` rows of one batch. `expand_state(state, k, static)` turns each
-# tensor of the state `(B, …)` into `(B·k, …)` with **the k beams of an image next to each other** (rows
-# `b·k … b·k + k − 1` belong to image `b`), except the tensors at the positions listed in `static` (the model's
-# `static_state`: annotations, projected keys), which are per-image constants and stay `(B, …)`: every beam of an
-# image shares them. `select_state(state, rows, static)` (given) later keeps the chosen rows.
+# Beam search runs `k` hypotheses per image as `N = B·k` rows of one batch.
+# `expand_state(state, k, static)` turns each tensor of the state `(B, …)` into `(B·k,
+# …)` with **the k beams of an image next to each other** (rows `b·k … b·k + k − 1`
+# belong to image `b`), except the tensors at the positions listed in `static` (the
+# model's `static_state`: annotations, projected keys), which are per-image constants
+# and stay `(B, …)`: every beam of an image shares them. `select_state(state, rows,
+# static)` (given) later keeps the chosen rows.
 
 
 # %% solution id=a3_expand
 def expand_state(state, k, static=()):
-    "Each state tensor `(B, …)` → `(B·k, …)`, an image's k beams adjacent; tensors at `static` positions unchanged."
+    """Each state tensor `(B, …)` → `(B·k, …)`, an image's k beams adjacent; tensors at
+    `static` positions unchanged."""
     ### BEGIN SOLUTION
     return tuple(
         s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state)
@@ -72,43 +82,51 @@ st = expand_state((torch.zeros(2, 3), torch.ones(2, 4, 5)), 3, static=(1,))
 assert st[0].shape == (6, 3) and st[1].shape == (2, 4, 5), (
     "per-row tensors grow to (B·k, …); static ones stay (B, …)"
 )
-### BEGIN HIDDEN TESTS
-rows = expand_state((torch.arange(3)[:, None], torch.arange(3)), 2, static=())
+rows = expand_state((torch.arange(3)[:, None],), 2)
 assert rows[0][:, 0].tolist() == [0, 0, 1, 1, 2, 2], (
-    f"the beams of an image must be adjacent: got rows of images {rows[0][:, 0].tolist()}"
+    "the k beams of an image must be adjacent (rows 0, 0, 1, 1, 2, 2, not 0, 1, 2, "
+    f"0, 1, 2): got rows of images {rows[0][:, 0].tolist()} (repeat_interleave)"
 )
-state = model.init_state(feats)
-mine, ref = (
-    expand_state(state, 4, model.static_state),
-    reference_expand_state(state, 4, model.static_state),
-)
-assert len(mine) == len(ref)
-for a, b in zip(mine, ref):
-    assert a.shape == b.shape and torch.equal(a, b), (
-        "expand_state differs from the package's"
-    )
-### END HIDDEN TESTS
+
+
+# %% check id=a3_expand_test
+def probe(ns):
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
+    expand_state = need(ns, "expand_state")
+    seed_everything(30)
+    model = SoftAttentionCaptioner(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5)
+    state = model.init_state(torch.randn(3, 5, 4))
+    return {
+        "rows": list(expand_state((torch.arange(3)[:, None], torch.arange(3)), 2)),
+        "the expanded state": list(expand_state(state, 4, model.static_state)),
+    }
+
 
 # %% md
 # ## 2. Beam search (8 points)
 #
-# Keep, for every image, the `beam_size` best partial captions. At each step, extend every live beam by every word,
-# score the extensions, and keep the best `beam_size` of the `beam_size × V` candidates of each image. Some things to
-# get right:
+# Keep, for every image, the `beam_size` best partial captions. At each step, extend
+# every live beam by every word, score the extensions, and keep the best `beam_size` of
+# the `beam_size × V` candidates of each image. Some things to get right:
 #
-# - at the first step all beams of an image are the same (just `<start>`): do not let the same caption fill every beam;
-# - a beam that has emitted `<end>` is finished: its score must not change any more, but it stays in the competition
-#   (one way: let it only "emit" `<pad>` at cost 0);
-# - the state rows must follow their beams (`select_state`), and the per-image constants stay shared.
+# - at the first step all beams of an image are the same (just `<start>`): do not let
+#   the same caption fill every beam;
+# - a beam that has emitted `<end>` is finished: its score must not change any more, but
+#   it stays in the competition (one way: let it only "emit" `<pad>` at cost 0);
+# - the state rows must follow their beams (`select_state`), and the per-image constants
+#   stay shared.
 #
-# Return a list with one `(tokens, score)` per image: `tokens` a list of word ids without `<start>`, cut before the first
-# `<end>`; `score` a float, the summed log-probability (with `<end>` if reached). Call `model.eval()` and decode without
+# Return a list with one `(tokens, score)` per image: `tokens` a list of word ids
+# without `<start>`, cut before the first `<end>`; `score` a float, the summed
+# log-probability (with `<end>` if reached). Call `model.eval()` and decode without
 # gradients.
 
 
 # %% solution id=a3_beam
 def beam_search(model, feats, beam_size=3, max_len=20):
-    "Batched beam search with any captioner: `[(tokens, score)]`, the best caption of each image of `feats (B, L, D)`."
+    """Batched beam search with any captioner: `[(tokens, score)]`, the best caption of
+    each image of `feats (B, L, D)`."""
     ### BEGIN SOLUTION
     model.eval()
     B, K = feats.shape[0], beam_size
@@ -153,32 +171,104 @@ caps = beam_search(model, feats, beam_size=1, max_len=8)
 assert len(caps) == 3 and all(isinstance(t, list) for t, _ in caps), (
     "one (tokens, score) per image"
 )
-### BEGIN HIDDEN TESTS
-for kind in ("soft", "butd"):
-    m = tiny_captioner(kind, seed=31)
-    f = torch.randn(4, 5, 4) * 2
-    for (toks, score), g in zip(
-        beam_search(m, f, beam_size=1, max_len=8), greedy(m, f, max_len=8)
-    ):
-        assert toks == g.tokens, (
-            f"{kind}: beam size 1 must be greedy decoding: {toks} against {g.tokens}"
-        )
-        assert abs(score - g.logprob) < 1e-4, (
-            f"{kind}: beam size 1 scores {score:.4f}, greedy {g.logprob:.4f}"
-        )
-### END HIDDEN TESTS
+
+
+def greedy_by_hand(model, feats, max_len):
+    "Greedy decoding written out: the most likely word at every step."
+    n = feats.shape[0]
+    toks, score = [[] for _ in range(n)], torch.zeros(n)
+    done = torch.zeros(n, dtype=torch.bool)
+    with torch.no_grad():
+        state, words = model.init_state(feats), torch.full((n,), START)
+        for _ in range(max_len):
+            lp, state, _ = model.step(words, state)
+            words = lp.argmax(-1)
+            score += torch.where(done, 0.0, lp.gather(1, words[:, None]).squeeze(1))
+            for b in range(n):
+                if not done[b] and words[b] != END:
+                    toks[b].append(int(words[b]))
+            done |= words == END
+    return list(zip(toks, score.tolist()))
+
+
+for b, ((toks, score), (g_toks, g_score)) in enumerate(
+    zip(caps, greedy_by_hand(model, feats, 8))
+):
+    assert toks == g_toks, (
+        f"image {b}: beam size 1 must be greedy decoding: {toks} against {g_toks} "
+        "(tokens without <start>, cut before <end>)"
+    )
+    assert abs(score - g_score) < 1e-4, (
+        f"image {b}: beam size 1 scores {score:.4f}, greedy {g_score:.4f} (sum the "
+        "log-probabilities of the words emitted, <end> included, nothing after it)"
+    )
+
+
+# %% check id=a3_greedy_test
+def tiny_captioner(kind, V=7, D=4, seed=0):
+    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
+    seed_everything(seed)
+    cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
+    model = cls(V, D, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)
+    return model
+
+
+def probe(ns):
+    out = {}
+    for kind in ("soft", "butd"):
+        m = tiny_captioner(kind, seed=31)
+        f = torch.randn(4, 5, 4) * 2
+        got = need(ns, "beam_search")(m, f, beam_size=1, max_len=8)
+        out[kind] = [[list(t), float(s)] for t, s in got]
+    return out
+
+
+def expect(ns):
+    from sat_tutorial.decoding import greedy
+
+    out = {}
+    for kind in ("soft", "butd"):
+        m = tiny_captioner(kind, seed=31)
+        f = torch.randn(4, 5, 4) * 2
+        out[kind] = [[list(g.tokens), float(g.logprob)] for g in greedy(m, f, 8)]
+    return out
+
+
+def compare(got, want):
+    for kind, caps in want.items():
+        for b, (toks, score) in enumerate(caps):
+            mine = got[kind][b]
+            if mine[0] != toks:
+                raise Mismatch(
+                    f"{kind}, image {b}: beam size 1 must be greedy decoding: "
+                    f"{mine[0]} against {toks}"
+                )
+            if abs(mine[1] - score) > 1e-4:
+                raise Mismatch(
+                    f"{kind}, image {b}: beam size 1 scores {mine[1]:.4f}, greedy "
+                    f"{score:.4f}"
+                )
 
 
 # %% test id=a3_brute_force_test points=3
 def brute_force(model, feats1, max_len):
-    "The best caption of one image `(1, L, D)` by scoring every word sequence of `max_len` steps: (tokens, score)."
+    """The best caption of one image `(1, L, D)` by scoring every word sequence of
+    `max_len` steps: (tokens, score)."""
     V = model.step(torch.full((1,), START), model.init_state(feats1))[0].shape[1]
     seqs = torch.tensor(
         list(itertools.product(range(V), repeat=max_len))
     )  # (V^max_len, max_len)
     n = len(seqs)
     with torch.no_grad():
-        state = reference_expand_state(model.init_state(feats1), n, model.static_state)
+        state = tuple(
+            s if i in model.static_state else s.repeat_interleave(n, 0)
+            for i, s in enumerate(model.init_state(feats1))
+        )
         words, total, done = (
             torch.full((n,), START),
             torch.zeros(n),
@@ -196,41 +286,144 @@ def brute_force(model, feats1, max_len):
 
 toks, score = brute_force(model, feats[:1], 3)
 print("best caption of image 0 by enumeration:", toks, round(score, 4))
-### BEGIN HIDDEN TESTS
-for kind, seed in (("soft", 32), ("butd", 33)):
-    m = tiny_captioner(kind, seed=seed)
-    f = torch.randn(3, 5, 4) * 2
-    found = beam_search(
-        m, f, beam_size=49, max_len=3
-    )  # 49 = V² beams: nothing is ever pruned away
+for m, f in (
+    (model, feats),
+    (tiny_captioner("soft", seed=5), torch.randn(3, 5, 4) * 2),
+):
+    found = beam_search(m, f, beam_size=49, max_len=3)
     for b in range(3):
         toks, score = brute_force(m, f[b : b + 1], 3)
-        assert found[b][0] == toks, (
-            f"{kind}, image {b}: with every prefix kept, beam search must find the best caption {toks}, found {found[b][0]}"
+        assert found[b][0] == toks and abs(found[b][1] - score) < 1e-4, (
+            f"image {b}: with 49 = V² beams nothing is pruned, so beam search must "
+            f"find {toks} (log p {score:.4f}); found {found[b][0]} "
+            f"({found[b][1]:.4f}). "
+            "Do all beams start alive (only one should)? Do finished captions keep "
+            "their score?"
         )
-        assert abs(found[b][1] - score) < 1e-4, (
-            f"{kind}, image {b}: score {found[b][1]:.4f}, the caption's log-probability is {score:.4f}"
-        )
-### END HIDDEN TESTS
+
+
+# %% check id=a3_brute_force_test
+def _captioner(kind, seed):
+    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
+    seed_everything(seed)
+    cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
+    model = cls(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)
+    return model
+
+
+def probe(ns):
+    out = {}
+    for kind, seed in (("soft", 32), ("butd", 33)):
+        m = _captioner(kind, seed)
+        f = torch.randn(3, 5, 4) * 2
+        got = need(ns, "beam_search")(m, f, beam_size=49, max_len=3)
+        out[kind] = [[list(t), float(s)] for t, s in got]
+    return out
+
+
+def expect(ns):
+    out = {}
+    for kind, seed in (("soft", 32), ("butd", 33)):
+        m = _captioner(kind, seed)
+        f = torch.randn(3, 5, 4) * 2
+        out[kind] = []
+        for b in range(3):
+            toks, score = ns["brute_force"](m, f[b : b + 1], 3)
+            out[kind].append([list(toks), float(score)])
+    return out
+
+
+def compare(got, want):
+    for kind, caps in want.items():
+        for b, (toks, score) in enumerate(caps):
+            mine = got[kind][b]
+            if mine[0] != toks:
+                raise Mismatch(
+                    f"{kind}, image {b}: with every prefix kept, beam search must find "
+                    f"the best caption {toks}, found {mine[0]}"
+                )
+            if abs(mine[1] - score) > 1e-4:
+                raise Mismatch(
+                    f"{kind}, image {b}: score {mine[1]:.4f}, the caption's "
+                    f"log-probability is {score:.4f}"
+                )
+
 
 # %% test id=a3_package_test points=3
 mine = beam_search(model, feats, beam_size=3, max_len=8)
-print([t for t, _ in mine])
-### BEGIN HIDDEN TESTS
-for kind, seed in (
-    ("soft", 34),
-    ("butd", 30),
-):  # seeds whose captions end at different lengths
-    m = tiny_captioner(kind, seed=seed)
-    f = torch.randn(5, 5, 4) * 2
-    for k in (2, 3):
-        ref = reference_beam_search(m, f, beam_size=k, max_len=8)
-        got = beam_search(m, f, beam_size=k, max_len=8)
-        for b, ((toks, score), r) in enumerate(zip(got, ref)):
-            assert toks == r.tokens, (
-                f"{kind}, beam {k}, image {b} of a batch of 5: {toks}, the package finds {r.tokens}"
-            )
-            assert abs(score - r.logprob) < 1e-4, (
-                f"{kind}, beam {k}, image {b}: score {score:.4f} against {r.logprob:.4f}"
-            )
-### END HIDDEN TESTS
+alone = [
+    beam_search(model, feats[b : b + 1], beam_size=3, max_len=8)[0] for b in range(3)
+]
+for b in range(3):
+    assert mine[b][0] == alone[b][0] and abs(mine[b][1] - alone[b][1]) < 1e-4, (
+        f"image {b} decoded in a batch of 3 gives {mine[b]}, alone {alone[b]}: the "
+        "images of a batch must not mix (state rows, per-image top-k)"
+    )
+
+
+# %% check id=a3_package_test
+def _captioner(kind, seed):
+    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.soft_attention import SoftAttentionCaptioner
+
+    seed_everything(seed)
+    cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
+    model = cls(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2.0)
+    return model
+
+
+def _run(search):
+    out = {}
+    for kind, seed in (("soft", 34), ("butd", 30)):  # captions of different lengths
+        m = _captioner(kind, seed)
+        f = torch.randn(5, 5, 4) * 2
+        for k in (2, 3):
+            out[f"{kind}, beam {k}"] = search(m, f, k)
+    return out
+
+
+def probe(ns):
+    beam_search = need(ns, "beam_search")
+    return _run(
+        lambda m, f, k: [[list(t), float(s)] for t, s in beam_search(m, f, k, 8)]
+    )
+
+
+def expect(ns):
+    from sat_tutorial.decoding import beam_search
+
+    return _run(
+        lambda m, f, k: [
+            [list(c.tokens), float(c.logprob)]
+            for c in beam_search(m, f, beam_size=k, max_len=8)
+        ]
+    )
+
+
+def compare(got, want):
+    for what, caps in want.items():
+        for b, (toks, score) in enumerate(caps):
+            mine = got[what][b]
+            if mine[0] != toks:
+                raise Mismatch(
+                    f"{what}, image {b} of a batch of 5: {mine[0]}, the package "
+                    f"finds {toks}"
+                )
+            if abs(mine[1] - score) > 1e-4:
+                raise Mismatch(
+                    f"{what}, image {b}: score {mine[1]:.4f}, not {score:.4f}"
+                )
+
+
+# %% forbid
+# sat_tutorial.decoding:beam_search
+# sat_tutorial.decoding:greedy
+# sat_tutorial.decoding:expand_state

@@ -1,26 +1,28 @@
 # %% md
 # # A4 — Recurrent attention model: the retina and the hybrid loss (Mnih et al. 2014)
 #
-# Follows notebook `03_ram`. RAM never sees the whole image: at each step it takes a **glimpse** $\rho(x, l)$ — a few
-# square patches centred at $l$, the larger ones averaged down to the same $g \times g$ size — and it learns where to
-# look with REINFORCE. You write the retina, the Gaussian policy's log-density and the hybrid loss; the model
-# (`sat_tutorial.ram.RAM`) is given. The hidden tests compare with the package's slow, obviously correct
-# `retina_reference` and with `ram_loss`, values and gradients.
+# Follows notebook `03_ram`. RAM never sees the whole image: at each step it takes a
+# **glimpse** $\rho(x, l)$ — a few square patches centred at $l$, the larger ones
+# averaged down to the same $g \times g$ size — and it learns where to look with
+# REINFORCE. You write the retina, the Gaussian policy's log-density and the hybrid
+# loss; the model (`sat_tutorial.ram.RAM`) is given. The grader's checks compare with
+# the instructor's solution, values and gradients.
 #
-# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete both). 10 points.
+# **What you may call.** torch, the given `glimpse_corners` and the model `RAM`. The
+# package's `retina`, `retina_reference`, `gaussian_log_prob` and `ram_loss` refuse
+# calls from your code: a part that calls them scores 0. The grader runs your functions
+# on its own inputs in a separate process and compares the results (values and
+# gradients) with the solution's; the tests below only help you.
+#
+# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
+# both). 10 points.
 
 # %%
 import math
 import torch
 import torch.nn.functional as F
 from sat_tutorial.core import check_close, seed_everything
-from sat_tutorial.ram import (
-    RAM,
-    glimpse_corners,
-    gaussian_log_prob as reference_log_prob,
-    ram_loss,
-    retina_reference,
-)
+from sat_tutorial.ram import RAM, glimpse_corners
 
 torch.set_num_threads(1)
 
@@ -33,15 +35,18 @@ l = torch.tensor(
 # %% md
 # ## 1. The glimpse sensor $\rho(x, l)$ (4 points)
 #
-# Patch $j = 0, \ldots, k-1$ has side $g \cdot 2^j$ pixels and is centred at $l$; its top-left pixel (x, y) is
-# `glimpse_corners(l, H, W, g * 2**j)` (given: centre $(l + 1)/2 \cdot (W, H)$, minus half the side, rounded).
-# Pixels of a patch that fall outside the image are 0. Each patch is then averaged in blocks of $2^j \times 2^j$
-# pixels down to $g \times g$. Return `(B, k, g, g)`. Any correct method is fine (loops are fine at this size).
+# Patch $j = 0, \ldots, k-1$ has side $g \cdot 2^j$ pixels and is centred at $l$; its
+# top-left pixel (x, y) is `glimpse_corners(l, H, W, g * 2**j)` (given: centre $(l +
+# 1)/2 \cdot (W, H)$, minus half the side, rounded). Pixels of a patch that fall outside
+# the image are 0. Each patch is then averaged in blocks of $2^j \times 2^j$ pixels down
+# to $g \times g$. Return `(B, k, g, g)`. Any correct method is fine (loops are fine at
+# this size).
 
 
 # %% solution id=a4_retina
 def retina(x, l, g=8, k=1):
-    "ρ(x, l) `(B, k, g, g)`: k patches of side g·2^j centred at l, zero outside the image, block-averaged to g×g."
+    """ρ(x, l) `(B, k, g, g)`: k patches of side g·2^j centred at l, zero outside the
+    image, block-averaged to g×g."""
     ### BEGIN SOLUTION
     B, _, H, W = x.shape
     out = x.new_zeros(B, k, g, g)
@@ -61,37 +66,58 @@ def retina(x, l, g=8, k=1):
 # %% test id=a4_retina_test points=2
 r = retina(x, l, g=4, k=1)
 assert r.shape == (2, 1, 4, 4), "ρ must be (B, k, g, g)"
-### BEGIN HIDDEN TESTS
-seed_everything(41)
-x2 = torch.rand(3, 1, 20, 24)
-l2 = torch.tensor([[0.1, -0.2], [0.3, 0.3], [-0.25, 0.0]])  # away from the borders
+ramp = torch.arange(64.0).view(1, 1, 8, 8)  # pixel (x, y) holds 8y + x
+centre = retina(ramp, torch.zeros(1, 2), g=2, k=1)
 check_close(
-    retina(x2, l2, g=6, k=1), retina_reference(x2, l2, g=6, k=1), "ρ(x, l), one scale"
+    centre[0, 0],
+    torch.tensor([[27.0, 28.0], [35.0, 36.0]]),
+    "a 2×2 glimpse at the centre of an 8×8 ramp (pixel (x, y) = 8y + x): rows are y, "
+    "columns x, the corner from glimpse_corners",
 )
-### END HIDDEN TESTS
+
+
+# %% check id=a4_retina_test
+def probe(ns):
+    seed_everything(41)
+    x = torch.rand(3, 1, 20, 24)
+    l = torch.tensor([[0.1, -0.2], [0.3, 0.3], [-0.25, 0.0]])  # away from the borders
+    return {"ρ(x, l), one scale": need(ns, "retina")(x, l, g=6, k=1)}
+
 
 # %% test id=a4_retina_scales_test points=2
 r = retina(x, l, g=4, k=3)
 assert r.shape == (2, 3, 4, 4), "ρ must be (B, k, g, g)"
-### BEGIN HIDDEN TESTS
-seed_everything(42)
-x3 = torch.rand(4, 1, 28, 28)
-l3 = torch.tensor(
-    [[0.0, 0.0], [-1.0, -1.0], [0.95, -0.6], [1.0, 1.0]]
-)  # corners: most of a big patch is outside
+ones = retina(torch.ones(1, 1, 8, 8), torch.zeros(1, 2), g=2, k=3)
 check_close(
-    retina(x3, l3, g=5, k=3),
-    retina_reference(x3, l3, g=5, k=3),
-    "ρ(x, l), three scales, at the borders",
+    ones[0, :, 0, 0],
+    torch.tensor([1.0, 1.0, 1.0]),
+    "on an all-ones image every scale's blocks average to 1 at the centre (average "
+    "the 2^j × 2^j blocks, do not sum them)",
 )
-### END HIDDEN TESTS
+corner = retina(torch.ones(1, 1, 8, 8), -torch.ones(1, 2), g=2, k=1)
+check_close(
+    corner[0, 0],
+    torch.tensor([[0.0, 0.0], [0.0, 1.0]]),
+    "a 2×2 glimpse centred on the top-left corner: the 3 pixels outside the image "
+    "are 0",
+)
+
+
+# %% check id=a4_retina_scales_test
+def probe(ns):
+    seed_everything(42)
+    x = torch.rand(4, 1, 28, 28)
+    l = torch.tensor([[0.0, 0.0], [-1.0, -1.0], [0.95, -0.6], [1.0, 1.0]])
+    return {"ρ(x, l), three scales, at the borders": need(ns, "retina")(x, l, g=5, k=3)}
+
 
 # %% md
 # ## 2. The location policy (1 point)
 #
-# The location network emits a mean $\mu_t$ and the next location is drawn from $\mathcal N(\mu_t, \sigma^2 I)$ with a
-# fixed $\sigma$. REINFORCE needs $\log \pi(u \mid \mu) = \sum_{d=1}^{D} \log \mathcal N(u_d; \mu_d, \sigma^2)$, summed over
-# the last dimension `(…, D)` → `(…)`.
+# The location network emits a mean $\mu_t$ and the next location is drawn from
+# $\mathcal N(\mu_t, \sigma^2 I)$ with a fixed $\sigma$. REINFORCE needs $\log \pi(u
+# \mid \mu) = \sum_{d=1}^{D} \log \mathcal N(u_d; \mu_d, \sigma^2)$, summed over the
+# last dimension `(…, D)` → `(…)`.
 
 
 # %% solution id=a4_logprob
@@ -108,31 +134,36 @@ def gaussian_log_prob(u, mu, std):
 assert gaussian_log_prob(torch.zeros(3, 2), torch.zeros(3, 2), 1.0).shape == (3,), (
     "one log-density per row"
 )
-### BEGIN HIDDEN TESTS
-seed_everything(43)
-u, mu = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
 check_close(
-    gaussian_log_prob(u, mu, 0.15), reference_log_prob(u, mu, 0.15), "log π(u | μ)"
+    gaussian_log_prob(torch.tensor([[1.0, 0.0]]), torch.zeros(1, 2), 0.5),
+    torch.tensor([-2.0 - 2 * math.log(0.5 * math.sqrt(2 * math.pi))]),
+    "log N((1, 0); 0, 0.5² I) = −1/(2·0.25) − 2 log(0.5 √(2π)): divide by 2σ², and "
+    "normalise with σ (a standard deviation, not a variance)",
 )
-check_close(
-    gaussian_log_prob(u, mu, 0.15),
-    torch.distributions.Normal(mu, 0.15).log_prob(u).sum(-1),
-    "log π(u | μ)",
-)
-### END HIDDEN TESTS
+
+
+# %% check id=a4_logprob_test
+def probe(ns):
+    seed_everything(43)
+    u, mu = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
+    return {"log π(u | μ)": need(ns, "gaussian_log_prob")(u, mu, 0.15)}
+
 
 # %% md
 # ## 3. The hybrid loss (5 points)
 #
-# `RAM(...)(x)` returns `out` with `out.logits (B, C)` (the classifier after the last glimpse), `out.log_pi (B, N−1)`
-# ($\log \pi(u_t \mid s_{1:t})$ of the sampled locations), `out.baseline (B, N−1)` (the baseline $b_t$, a learned
-# function of the state). The reward is $R = 1$ if the predicted class `out.logits.argmax(-1)` is `y`, else 0. The loss
-# to minimise is the sum of
+# `RAM(...)(x)` returns `out` with `out.logits (B, C)` (the classifier after the last
+# glimpse), `out.log_pi (B, N−1)` ($\log \pi(u_t \mid s_{1:t})$ of the sampled
+# locations), `out.baseline (B, N−1)` (the baseline $b_t$, a learned function of the
+# state). The reward is $R = 1$ if the predicted class `out.logits.argmax(-1)` is `y`,
+# else 0. The loss to minimise is the sum of
 #
-# - the classification loss: cross-entropy of `out.logits` against `y`, averaged over the batch;
-# - the REINFORCE term $-\frac1B \sum_{i} \sum_t \log \pi(u^i_t)\,(R^i - b^i_t)$, where the advantage $R - b_t$ is a
-#   constant (it must not send gradients anywhere);
-# - the baseline's own loss: the mean squared error between $b_t$ and $R$ (this is what trains the baseline).
+# - the classification loss: cross-entropy of `out.logits` against `y`, averaged over
+#   the batch;
+# - the REINFORCE term $-\frac1B \sum_{i} \sum_t \log \pi(u^i_t)\,(R^i - b^i_t)$, where
+#   the advantage $R - b_t$ is a constant (it must not send gradients anywhere);
+# - the baseline's own loss: the mean squared error between $b_t$ and $R$ (this is what
+#   trains the baseline).
 #
 # Return the scalar loss.
 
@@ -159,34 +190,85 @@ out = ram(x)
 y = torch.tensor([3, 7])
 loss = hybrid_loss(out, y)
 assert loss.dim() == 0, "the loss must be a scalar"
-### BEGIN HIDDEN TESTS
-seed_everything(44)
-ram2 = RAM(
-    g=4, k=2, glimpses=4, hidden=16, glimpse_hidden=8, loc_hidden=8, glimpse_dim=16
+fake = type(out)(
+    *[torch.zeros_like(v) if isinstance(v, torch.Tensor) else v for v in out]
+)._replace(logits=torch.tensor([[0.0, 5.0], [0.0, 5.0]]))
+check_close(
+    hybrid_loss(fake, torch.tensor([1, 1])),
+    torch.nn.functional.cross_entropy(fake.logits, torch.tensor([1, 1])) + 1.0,
+    "with log π = 0, b = 0 and both answers right (R = 1): cross-entropy + "
+    "mean (b − R)² = cross-entropy + 1",
 )
-x4 = torch.rand(8, 1, 28, 28)
-out2 = ram2(x4)
-y4 = torch.randint(0, 10, (8,))
-y4[::2] = out2.logits.argmax(-1)[::2]  # some right, some wrong: rewards 1 and 0
-check_close(hybrid_loss(out2, y4), ram_loss(out2, y4)["loss"], "the hybrid loss")
-### END HIDDEN TESTS
+
+
+# %% check id=a4_loss_value_test
+def _outputs():
+    from sat_tutorial.ram import RAM
+
+    seed_everything(44)
+    ram = RAM(
+        g=4, k=2, glimpses=4, hidden=16, glimpse_hidden=8, loc_hidden=8, glimpse_dim=16
+    )
+    out = ram(torch.rand(8, 1, 28, 28))
+    y = torch.randint(0, 10, (8,))
+    y[::2] = out.logits.argmax(-1)[::2]  # some right, some wrong: rewards 1 and 0
+    return ram, out, y
+
+
+def probe(ns):
+    ram, out, y = _outputs()
+    return {"the hybrid loss": need(ns, "hybrid_loss")(out, y)}
+
 
 # %% test id=a4_loss_grad_test points=3
 loss.backward()
 assert ram.baseline.weight.grad is not None, "the baseline must be trained by the loss"
+leaf = {
+    k: v.detach().requires_grad_()
+    for k, v in {
+        "logits": out.logits,
+        "log_pi": out.log_pi,
+        "baseline": out.baseline,
+    }.items()
+}
+hybrid_loss(out._replace(**leaf), y).backward()
+R = (out.logits.argmax(-1) == y).float()
+check_close(
+    leaf["log_pi"].grad,
+    -(R[:, None] - out.baseline.detach()) / len(y),
+    "∂loss/∂log π_t = −(R − b_t)/B: sum over the steps, mean over the batch",
+)
+check_close(
+    leaf["baseline"].grad,
+    2 * (out.baseline.detach() - R[:, None]) / out.baseline.numel(),
+    "∂loss/∂b_t: only the baseline's MSE may reach b (detach the advantage R − b_t)",
+)
 
 
-### BEGIN HIDDEN TESTS
-def grads(loss_fn):
-    ram2.zero_grad()
-    loss_fn(out2, y4).backward(retain_graph=True)
+# %% check id=a4_loss_grad_test
+def probe(ns):
+    from sat_tutorial.ram import RAM
+
+    hybrid_loss = need(ns, "hybrid_loss")
+    seed_everything(44)
+    ram = RAM(
+        g=4, k=2, glimpses=4, hidden=16, glimpse_hidden=8, loc_hidden=8, glimpse_dim=16
+    )
+    out = ram(torch.rand(8, 1, 28, 28))
+    y = torch.randint(0, 10, (8,))
+    y[::2] = out.logits.argmax(-1)[::2]
+    ram.zero_grad()
+    hybrid_loss(out, y).backward()
     return {
-        n: (p.grad.clone() if p.grad is not None else torch.zeros_like(p))
-        for n, p in ram2.named_parameters()
+        f"the gradient of the loss with respect to {n}": (
+            p.grad if p.grad is not None else torch.zeros_like(p)
+        )
+        for n, p in ram.named_parameters()
     }
 
 
-mine, ref = grads(hybrid_loss), grads(lambda o, yy: ram_loss(o, yy)["loss"])
-for n in ref:
-    check_close(mine[n], ref[n], f"the gradient of the loss with respect to {n}")
-### END HIDDEN TESTS
+# %% forbid
+# sat_tutorial.ram:retina
+# sat_tutorial.ram:retina_reference
+# sat_tutorial.ram:gaussian_log_prob
+# sat_tutorial.ram:ram_loss

@@ -1,19 +1,31 @@
 # %% md
-# # A6 — Knowing when to look, and attending top-down (Lu et al. 2017; Anderson et al. 2018)
+# # A6 — Knowing when to look, and attending top-down (Lu et al. 2017; Anderson et al.
+# 2018)
 #
-# Follows notebooks `10_adaptive_attention` and `11_butd`. Adaptive attention adds a **visual sentinel** $s_t$, a
-# memory of what the language model already knows, and a gate $\beta_t$ that decides per word how much to take from the
-# image and how much from the sentinel. Bottom-up/top-down attention (BUTD) runs two LSTMs per word: a top-down
-# attention LSTM that decides where to look over region features, and a language LSTM that predicts the word. You write
-# the sentinel, $\beta_t$ and $\hat c_t$, and one decoding step of BUTD; the modules with their weights come from the
-# package. The hidden tests compare with `VisualSentinel`, `AdaptiveAttention.combine` and `BUTDCaptioner.step`.
+# Follows notebooks `10_adaptive_attention` and `11_butd`. Adaptive attention adds a
+# **visual sentinel** $s_t$, a memory of what the language model already knows, and a
+# gate $\beta_t$ that decides per word how much to take from the image and how much from
+# the sentinel. Bottom-up/top-down attention (BUTD) runs two LSTMs per word: a top-down
+# attention LSTM that decides where to look over region features, and a language LSTM
+# that predicts the word. You write the sentinel, $\beta_t$ and $\hat c_t$, and one
+# decoding step of BUTD; the modules with their weights come from the package. The
+# grader's checks compare with `VisualSentinel`, `AdaptiveAttention.combine` and
+# `BUTDCaptioner.step`.
 #
-# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete both). 10 points.
+# **What you may call.** torch and the modules you are handed (`sent.W_x`, `sent.W_h`,
+# `model.embed`, the LSTM cells, `model.attention`, `model.W_p`). The package's
+# `VisualSentinel.forward`, `AdaptiveAttention.combine` and `BUTDCaptioner.step` refuse
+# calls from your code: a part that calls them scores 0. The grader runs your functions
+# on its own inputs in a separate process and compares the results with the solution's;
+# the tests below only help you.
+#
+# Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
+# both). 10 points.
 
 # %%
 import torch
 from sat_tutorial.core import check_close, seed_everything
-from sat_tutorial.adaptive_attention import AdaptiveAttention, VisualSentinel
+from sat_tutorial.adaptive_attention import VisualSentinel
 from sat_tutorial.butd import BUTDCaptioner
 
 torch.set_num_threads(1)
@@ -26,8 +38,9 @@ B, L, d, E = 3, 5, 6, 4  # images, regions, hidden size, word embedding size
 #
 # $$g_t = \sigma(W_x x_t + W_h h_{t-1}), \qquad s_t = g_t \odot \tanh(m_t),$$
 #
-# with $x_t$ the LSTM's input, $h_{t-1}$ its previous hidden state and $m_t$ its new memory cell. `sentinel.W_x`
-# (with bias) and `sentinel.W_h` (no bias) are `nn.Linear`s; `x (B, E + d)`, `h_prev (B, d)`, `m (B, d)`.
+# with $x_t$ the LSTM's input, $h_{t-1}$ its previous hidden state and $m_t$ its new
+# memory cell. `sentinel.W_x` (with bias) and `sentinel.W_h` (no bias) are `nn.Linear`s;
+# `x (B, E + d)`, `h_prev (B, d)`, `m (B, d)`.
 
 
 # %% solution id=a6_sentinel
@@ -44,25 +57,42 @@ sent = VisualSentinel(E + d, d)
 s_t = sentinel(sent, torch.randn(B, E + d), torch.randn(B, d), torch.randn(B, d))
 assert s_t.shape == (B, d), "s_t must be (B, d)"
 assert (s_t.abs() < 1).all(), "|s_t| < 1: a gate in (0, 1) times a tanh"
-### BEGIN HIDDEN TESTS
-seed_everything(61)
-sent2 = VisualSentinel(9, 7)
-x2, hp2, m2 = torch.randn(4, 9), torch.randn(4, 7), 3 * torch.randn(4, 7)
-check_close(sentinel(sent2, x2, hp2, m2), sent2(sent2.W_x(x2), hp2, m2), "s_t")
-### END HIDDEN TESTS
+with torch.no_grad():
+    sent.W_x.weight.zero_()
+    sent.W_x.bias.zero_()
+    sent.W_h.weight.zero_()
+m_big = torch.full((B, d), 10.0)
+check_close(
+    sentinel(sent, torch.randn(B, E + d), torch.randn(B, d), m_big),
+    torch.full((B, d), 0.5 * float(torch.tanh(torch.tensor(10.0)))),
+    "s_t with a zero gate input (g = σ(0) = 1/2) and m_t = 10: ½ tanh(10) (the tanh "
+    "is of the memory m_t, the sigmoid of W_x x + W_h h)",
+)
+
+
+# %% check id=a6_sentinel_test
+def probe(ns):
+    from sat_tutorial.adaptive_attention import VisualSentinel
+
+    seed_everything(61)
+    sent = VisualSentinel(9, 7)
+    x, h, m = torch.randn(4, 9), torch.randn(4, 7), 3 * torch.randn(4, 7)
+    return {"s_t": need(ns, "sentinel")(sent, x, h, m)}
+
 
 # %% md
 # ## 2. The sentinel gate $\beta_t$ and the adaptive context $\hat c_t$ (3 points)
 #
-# The region scores are $z_t \in \mathbb R^L$ and the sentinel's score is one more number $z^s_t$. Softmax over the
-# $L + 1$ scores together:
+# The region scores are $z_t \in \mathbb R^L$ and the sentinel's score is one more
+# number $z^s_t$. Softmax over the $L + 1$ scores together:
 #
-# $$\hat\alpha_t = \mathrm{softmax}([z_t; z^s_t]), \qquad \beta_t = \hat\alpha_t[L + 1], \qquad
+# $$\hat\alpha_t = \mathrm{softmax}([z_t; z^s_t]), \qquad
+#   \beta_t = \hat\alpha_t[L + 1], \qquad
 #   c_t = \sum_i \alpha_{ti} v_i \text{ with } \alpha_t = \mathrm{softmax}(z_t), \qquad
 #   \hat c_t = \beta_t s_t + (1 - \beta_t) c_t .$$
 #
-# `z (B, L)`, `z_s (B, 1)`, region features `V (B, L, d)`, sentinel `s (B, d)`. Return `alpha_hat (B, L + 1)` (the
-# sentinel last), `beta (B, 1)` and `c_hat (B, d)`.
+# `z (B, L)`, `z_s (B, 1)`, region features `V (B, L, d)`, sentinel `s (B, d)`. Return
+# `alpha_hat (B, L + 1)` (the sentinel last), `beta (B, 1)` and `c_hat (B, d)`.
 
 
 # %% solution id=a6_combine
@@ -84,36 +114,58 @@ assert a_hat.shape == (B, L + 1) and beta.shape == (B, 1) and c_hat.shape == (B,
     "shapes (B, L+1), (B, 1), (B, d)"
 )
 check_close(a_hat.sum(-1), torch.ones(B), "Σ α̂_t")
-### BEGIN HIDDEN TESTS
-seed_everything(62)
-z3, zs3, V3, s3 = (
-    torch.randn(4, 7),
-    torch.randn(4, 1),
-    torch.randn(4, 7, 5),
-    torch.randn(4, 5),
+s_probe, V_probe = torch.ones(1, d), torch.zeros(1, L, d)
+a1, b1, c1 = adaptive_context(
+    torch.zeros(1, L), torch.tensor([[30.0]]), V_probe, s_probe
 )
-a_ref, c_ref, chat_ref = AdaptiveAttention.combine(z3, zs3, V3, s3)
-a_got, b_got, chat_got = adaptive_context(z3, zs3, V3, s3)
-check_close(a_got, a_ref, "α̂_t")
-check_close(b_got, a_ref[:, -1:], "β_t")
-check_close(chat_got, chat_ref, "ĉ_t = β_t s_t + (1 − β_t) c_t")
-### END HIDDEN TESTS
+check_close(
+    b1,
+    torch.ones(1, 1),
+    "β_t when the sentinel's score is far above the regions': β = α̂[L+1] ≈ 1 (the "
+    "sentinel is the LAST entry)",
+)
+check_close(
+    c1,
+    s_probe,
+    "ĉ_t when β ≈ 1: the sentinel s_t (ĉ = β s + (1 − β) c, not the other way round)",
+    tol=1e-4,
+)
+
+
+# %% check id=a6_combine_test
+def probe(ns):
+    seed_everything(62)
+    z, z_s, V, s = (
+        torch.randn(4, 7),
+        torch.randn(4, 1),
+        torch.randn(4, 7, 5),
+        torch.randn(4, 5),
+    )
+    a_hat, beta, c_hat = need(ns, "adaptive_context")(z, z_s, V, s)
+    return {"α̂_t": a_hat, "β_t": beta, "ĉ_t = β_t s_t + (1 − β_t) c_t": c_hat}
+
 
 # %% md
 # ## 3. One step of the top-down captioner (5 points)
 #
-# BUTD's state is `(h1, c1, h2, c2, v, gates_v, keys)`: the attention LSTM's state (superscript 1), the language
-# LSTM's (superscript 2), the region features `v (B, R, D)`, and two per-image constants you may ignore (they only
-# speed things up). With $\bar v = \frac1R \sum_i v_i$ and $\Pi_t$ the previous word:
+# BUTD's state is `(h1, c1, h2, c2, v, gates_v, keys)`: the attention LSTM's state
+# (superscript 1), the language LSTM's (superscript 2), the region features `v (B, R,
+# D)`, and two per-image constants you may ignore (they only speed things up). With
+# $\bar v = \frac1R \sum_i v_i$ and $\Pi_t$ the previous word:
 #
-# $$x^1_t = [h^2_{t-1};\ \bar v;\ W_e \Pi_t], \qquad h^1_t = \mathrm{LSTM}_1(x^1_t, h^1_{t-1}),$$
-# $$\alpha_t = \mathrm{softmax}\big(w_a^\top \tanh(W_{va} v_i + W_{ha} h^1_t)\big), \qquad \hat v_t = \sum_i \alpha_{ti} v_i,$$
-# $$x^2_t = [\hat v_t;\ h^1_t], \qquad h^2_t = \mathrm{LSTM}_2(x^2_t, h^2_{t-1}), \qquad p(y_t) = \mathrm{softmax}(W_p h^2_t + b_p).$$
+# $$x^1_t = [h^2_{t-1};\ \bar v;\ W_e \Pi_t], \qquad
+#   h^1_t = \mathrm{LSTM}_1(x^1_t, h^1_{t-1}),$$
+# $$\alpha_t = \mathrm{softmax}\big(w_a^\top \tanh(W_{va} v_i + W_{ha} h^1_t)\big),
+#   \qquad
+#   \hat v_t = \sum_i \alpha_{ti} v_i,$$
+# $$x^2_t = [\hat v_t;\ h^1_t], \qquad h^2_t = \mathrm{LSTM}_2(x^2_t, h^2_{t-1}), \qquad
+#   p(y_t) = \mathrm{softmax}(W_p h^2_t + b_p).$$
 #
-# The modules: `model.embed` ($W_e$), `model.att_lstm` and `model.lang_lstm` (`nn.LSTMCell`s with the inputs in the
-# order above), `model.attention` (call it as `model.attention(model.attention.keys(v), v, h1)` → `alpha, v_hat`),
-# `model.W_p`. Return the log-probabilities `(B, V)`, the new state (the same 7-tuple; keep `v`, `gates_v`, `keys`
-# as they are) and `alpha (B, R)`. Dropout is off in these tests.
+# The modules: `model.embed` ($W_e$), `model.att_lstm` and `model.lang_lstm`
+# (`nn.LSTMCell`s with the inputs in the order above), `model.attention` (call it as
+# `model.attention(model.attention.keys(v), v, h1)` → `alpha, v_hat`), `model.W_p`.
+# Return the log-probabilities `(B, V)`, the new state (the same 7-tuple; keep `v`,
+# `gates_v`, `keys` as they are) and `alpha (B, R)`. Dropout is off in these tests.
 
 
 # %% solution id=a6_butd
@@ -141,34 +193,71 @@ lp, st, alpha = butd_step(butd, torch.full((B,), 1), butd.init_state(regions))
 assert lp.shape == (B, 11) and alpha.shape == (B, L) and len(st) == 7, (
     "shapes: (B, V), a 7-tuple, (B, R)"
 )
-### BEGIN HIDDEN TESTS
-seed_everything(63)
-m6 = BUTDCaptioner(
-    13, 8, embed_dim=E, hidden_dim=d, attention_dim=5, dropout=0.0
-).eval()
-r6 = torch.randn(4, 6, 8)
-words = [
-    torch.tensor([1, 1, 1, 1]),
-    torch.tensor([5, 3, 9, 2]),
-    torch.tensor([4, 4, 7, 12]),
-]
-st_ref = st_got = m6.init_state(r6)
-with torch.no_grad():
-    for t, w in enumerate(words):  # three steps: from step 2 on, h²_{t−1} is not zero
-        lp_ref, st_ref, a_ref = m6.step(w, st_ref)
-        lp_got, st_got, a_got = butd_step(m6, w, st_got)
-        check_close(a_got, a_ref, f"α_t at step {t + 1}")
-        check_close(st_got[0], st_ref[0], f"h¹_t (the attention LSTM) at step {t + 1}")
-### END HIDDEN TESTS
+check_close(alpha.sum(-1), torch.ones(B), "Σ_i α_ti over the regions")
+st2 = tuple(t.clone() for t in st)
+st2[2].add_(1.0)  # another h²_{t−1}
+_, st_next, _ = butd_step(butd, torch.full((B,), 3), st)
+_, st_next2, _ = butd_step(butd, torch.full((B,), 3), st2)
+assert not torch.allclose(st_next[0], st_next2[0]), (
+    "h¹_t does not depend on h²_{t−1}: the attention LSTM's input is "
+    "[h²_{t−1}; v̄; W_e Π_t] (top-down)"
+)
+
+
+# %% check id=a6_butd_attention_test
+def _steps(butd_step):
+    from sat_tutorial.butd import BUTDCaptioner
+
+    seed_everything(63)
+    m = BUTDCaptioner(13, 8, embed_dim=4, hidden_dim=6, attention_dim=5, dropout=0.0)
+    m.eval()
+    state = m.init_state(torch.randn(4, 6, 8))
+    out = {}
+    words = [[1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12]]
+    with torch.no_grad():
+        for t, w in enumerate(words):  # from step 2 on, h²_{t−1} is not zero
+            lp, state, alpha = butd_step(m, torch.tensor(w), state)
+            out[t + 1] = (lp, state[0], state[2], alpha)
+    return out
+
+
+def probe(ns):
+    steps = _steps(need(ns, "butd_step"))
+    out = {}
+    for t, (lp, h1, h2, alpha) in steps.items():
+        out[f"α_t at step {t}"] = alpha
+        out[f"h¹_t (the attention LSTM) at step {t}"] = h1
+    return out
+
 
 # %% test id=a6_butd_words_test points=2
-check_close(lp.exp().sum(-1), torch.ones(B), "Σ p(y_t)")
-### BEGIN HIDDEN TESTS
-st_ref = st_got = m6.init_state(r6)
-with torch.no_grad():
-    for t, w in enumerate(words):
-        lp_ref, st_ref, _ = m6.step(w, st_ref)
-        lp_got, st_got, _ = butd_step(m6, w, st_got)
-        check_close(st_got[2], st_ref[2], f"h²_t (the language LSTM) at step {t + 1}")
-        check_close(lp_got, lp_ref, f"log p(y_t) at step {t + 1}")
-### END HIDDEN TESTS
+check_close(lp.exp().sum(-1), torch.ones(B), "Σ p(y_t): return LOG-probabilities")
+check_close(st[4], regions, "the state keeps v unchanged")
+
+
+# %% check id=a6_butd_words_test
+def _steps(butd_step):
+    from sat_tutorial.butd import BUTDCaptioner
+
+    seed_everything(63)
+    m = BUTDCaptioner(13, 8, embed_dim=4, hidden_dim=6, attention_dim=5, dropout=0.0)
+    m.eval()
+    state = m.init_state(torch.randn(4, 6, 8))
+    out = {}
+    words = [[1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12]]
+    with torch.no_grad():
+        for t, w in enumerate(words):
+            lp, state, alpha = butd_step(m, torch.tensor(w), state)
+            out[f"h²_t (the language LSTM) at step {t + 1}"] = state[2]
+            out[f"log p(y_t) at step {t + 1}"] = lp
+    return out
+
+
+def probe(ns):
+    return _steps(need(ns, "butd_step"))
+
+
+# %% forbid
+# sat_tutorial.adaptive_attention:VisualSentinel.forward
+# sat_tutorial.adaptive_attention:AdaptiveAttention.combine
+# sat_tutorial.butd:BUTDCaptioner.step

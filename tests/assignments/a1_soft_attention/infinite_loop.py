@@ -1,4 +1,5 @@
-"""An attention loop that never ends: the per-cell timeout must stop it, and only that part scores 0."""
+"""An attention loop that never ends: the per-cell timeout must stop it, and only that
+part scores 0."""
 
 
 # loses: a1_attend_test

@@ -1,4 +1,5 @@
-"""The doubly stochastic penalty sums α over every step, padding included, and β is applied without its sigmoid."""
+"""The doubly stochastic penalty sums α over every step, padding included, and β is
+applied without its sigmoid."""
 
 
 # loses: a1_penalty_test a1_beta_test

@@ -1,5 +1,6 @@
-"""The baseline is never subtracted (unbiased, but the variance stays that of b = 0), the entropy computes α log α
-directly (NaN where α = 0), and the moving average forgets its first value."""
+"""The baseline is never subtracted (unbiased, but the variance stays that of b = 0),
+the entropy computes α log α directly (NaN where α = 0), and the moving average forgets
+its first value."""
 
 
 # loses: a2_surrogate_test a2_enumeration_test a2_entropy_test a2_baseline_test

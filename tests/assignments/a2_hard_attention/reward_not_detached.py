@@ -1,5 +1,6 @@
-"""The reward log p(y|s̃) is not detached in the REINFORCE term: autograd then also differentiates the reward,
-adding λ_r log p(s̃|a) ∂log p(y|s̃)/∂W, and the estimator is biased."""
+"""The reward log p(y|s̃) is not detached in the REINFORCE term: autograd then also
+differentiates the reward, adding λ_r log p(s̃|a) ∂log p(y|s̃)/∂W, and the estimator is
+biased."""
 
 
 # loses: a2_surrogate_test a2_enumeration_test

@@ -1,5 +1,6 @@
-"""`repeat` instead of `repeat_interleave`: the rows of an image's beams are not next to each other, so beams read
-another image's state (and per-image constants) as soon as a batch holds more than one image."""
+"""`repeat` instead of `repeat_interleave`: the rows of an image's beams are not next to
+each other, so beams read another image's state (and per-image constants) as soon as a
+batch holds more than one image."""
 
 
 # loses: a3_expand_test a3_package_test

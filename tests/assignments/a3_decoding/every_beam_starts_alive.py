@@ -1,5 +1,6 @@
-"""All beams start with score 0: at the first step the k beams are copies of one another, so the same extension fills
-every beam and the search degenerates to greedy decoding."""
+"""All beams start with score 0: at the first step the k beams are copies of one
+another, so the same extension fills every beam and the search degenerates to greedy
+decoding."""
 
 
 # loses: a3_brute_force_test a3_package_test

@@ -1,5 +1,5 @@
-"""A beam that has emitted <end> keeps being extended and scored like a live one: its score keeps falling (or its
-caption competes with words after <end>)."""
+"""A beam that has emitted <end> keeps being extended and scored like a live one: its
+score keeps falling (or its caption competes with words after <end>)."""
 
 
 # loses: a3_greedy_test a3_brute_force_test a3_package_test

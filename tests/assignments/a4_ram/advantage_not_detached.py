@@ -1,5 +1,6 @@
-"""The advantage R − b_t is left in the graph: the REINFORCE term also trains the baseline (towards making log π
-times the advantage large), so the baseline's gradient is wrong although the loss value is right."""
+"""The advantage R − b_t is left in the graph: the REINFORCE term also trains the
+baseline (towards making log π times the advantage large), so the baseline's gradient is
+wrong although the loss value is right."""
 
 
 # loses: a4_loss_grad_test

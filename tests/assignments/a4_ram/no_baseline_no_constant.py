@@ -1,5 +1,6 @@
-"""REINFORCE with the raw reward (the baseline is trained but never subtracted), and the Gaussian log-density without
-its normalising constant −D log(σ√(2π)); the retina crops at the image border instead of padding with zeros."""
+"""REINFORCE with the raw reward (the baseline is trained but never subtracted), and the
+Gaussian log-density without its normalising constant −D log(σ√(2π)); the retina crops
+at the image border instead of padding with zeros."""
 
 
 # loses: a4_logprob_test a4_loss_value_test a4_loss_grad_test a4_retina_scales_test

@@ -1,4 +1,5 @@
-"""Pixels counted from 0 instead of 1 (every filter one pixel off), and the write multiplies by γ̂ instead of dividing."""
+"""Pixels counted from 0 instead of 1 (every filter one pixel off), and the write
+multiplies by γ̂ instead of dividing."""
 
 
 # loses: a5_filterbank_test a5_write_test

@@ -1,5 +1,6 @@
-"""The paper's constant −T/2 (one per step) instead of −TZ/2 (one per latent coordinate and step): L^z is then not 0
-when Q equals the prior, and is off by T(Z − 1)/2 nats everywhere."""
+"""The paper's constant −T/2 (one per step) instead of −TZ/2 (one per latent coordinate
+and step): L^z is then not 0 when Q equals the prior, and is off by T(Z − 1)/2 nats
+everywhere."""
 
 
 # loses: a5_kl_test

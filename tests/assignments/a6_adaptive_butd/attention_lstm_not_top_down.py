@@ -1,5 +1,6 @@
-"""The attention LSTM is fed its own previous output h¹_{t−1} instead of the language LSTM's h²_{t−1} (so nothing
-flows top-down from the language model), and the sentinel leaves out the tanh of the memory cell."""
+"""The attention LSTM is fed its own previous output h¹_{t−1} instead of the language
+LSTM's h²_{t−1} (so nothing flows top-down from the language model), and the sentinel
+leaves out the tanh of the memory cell."""
 
 
 # loses: a6_sentinel_test a6_butd_attention_test a6_butd_words_test

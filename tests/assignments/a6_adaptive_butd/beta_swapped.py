@@ -1,4 +1,5 @@
-"""β_t weights the image context instead of the sentinel: ĉ_t = β_t c_t + (1 − β_t) s_t."""
+"""β_t weights the image context instead of the sentinel: ĉ_t = β_t c_t + (1 − β_t)
+s_t."""
 
 
 # loses: a6_combine_test

@@ -1,5 +1,6 @@
-"""run_summary takes the step count from config.json (its `steps` cap, 0 when training by time) and BLEU-4 from the
-validation's best score, and swallows a missing file; the run itself is the same short run."""
+"""run_summary takes the step count from config.json (its `steps` cap, 0 when training
+by time) and BLEU-4 from the validation's best score, and swallows a missing file; the
+run itself is the same short run."""
 
 
 # run: short_run

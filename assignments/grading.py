@@ -1,0 +1,449 @@
+"""Grade a submission outside the student's reach.
+
+1. The notebook that runs is rebuilt from the release: every read-only cell (given code,
+   visible tests) comes from the instructor's notebook, in its order; the student's
+   solution cells are taken by their grade id, and cells the student added are kept
+   where they were.
+2. It runs in a sandbox (sandbox.py, runner.py): its own process, no network, no view of
+   the course folder, with memory, CPU and time limits. After each part's visible test
+   cell the part's *probe* runs there: it calls the student's functions on fresh inputs
+   and returns what they give, by value.
+3. The same probes run once per assignment on the instructor's solution, in another
+   sandbox; this process compares the two. A part scores its points when its
+   comparison passes, and 0 otherwise: nothing the submission defines, redefines or
+   swallows takes part in the comparison. Visible tests only teach.
+4. A cell that raises, ignores the time limit, or ends the process loses only what
+   depends on it: the sandbox is started again without that cell.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import sandbox
+
+HERE = Path(__file__).resolve().parent
+STARTUP = 240.0  # seconds for the sandbox to start Python and import torch
+GRACE = 5.0  # seconds past the cell limit before the grader kills the sandbox
+MEMORY_MIB = 6144  # address space of the sandbox (torch alone maps ~2 GiB)
+MAX_EVENTS = 64 << 20  # bytes of events read back
+ALONE_LIMIT = 300.0  # seconds for a probe without student code (A7 evaluates its run)
+
+
+def _gid(cell: dict):
+    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+
+
+def _text(src) -> str:
+    return "".join(src) if isinstance(src, list) else str(src)
+
+
+def load_source(root: Path, name: str) -> tuple[list[dict], dict]:
+    "The instructor's notebook cells and the assignment's checks (checks.json)."
+    folder = root / "source" / name
+    nb = json.loads((folder / f"{name}.ipynb").read_text(encoding="utf-8"))
+    checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
+    return nb["cells"], checks
+
+
+def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
+    "The submitted notebook of `folder`, or None and one line saying what is wrong."
+    where = f"{folder.parent.name}/{name}"
+    nb_path = folder / f"{name}.ipynb"
+    if not nb_path.is_file():
+        found = sorted(
+            p.relative_to(folder).as_posix() for p in folder.rglob("*.ipynb")
+        )
+        if not found:
+            what = "is empty" if not any(folder.iterdir()) else "holds no notebook"
+            return None, f"{where} {what}: submit {name}.ipynb in it"
+        if any("/" in f for f in found) and any(
+            f.endswith(f"{name}.ipynb") for f in found
+        ):
+            nested = next(f for f in found if f.endswith(f"{name}.ipynb"))
+            return None, (
+                f"{where}: the notebook is in a nested folder ({nested}): "
+                f"move it up to {where}/{name}.ipynb"
+            )
+        return None, (
+            f"{where}: no {name}.ipynb (found {', '.join(found[:3])}): "
+            f"rename the notebook to {name}.ipynb"
+        )
+    try:
+        nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return None, f"{where}/{name}.ipynb is not a notebook (not JSON: {e})"
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        if isinstance(nb, dict) and "worksheets" in nb:
+            return None, (
+                f"{where}/{name}.ipynb is nbformat {nb.get('nbformat')}: open and save "
+                "it in Jupyter (nbformat 4) and submit that"
+            )
+        return None, f"{where}/{name}.ipynb is not a notebook (no list of cells)"
+    if nb.get("nbformat") != 4:
+        return None, (
+            f"{where}/{name}.ipynb is nbformat {nb.get('nbformat')}, not 4: open and "
+            "save it in Jupyter and submit that"
+        )
+    return nb, None
+
+
+def assemble(source: list[dict], student: dict | None) -> tuple[list[dict], list[str]]:
+    """The code cells to run: read-only cells from `source`, solution cells by grade id
+    from `student`, cells the student added kept after the cell they followed; and the
+    solution cells missing from the submission."""
+    known = {_gid(c): c for c in source if _gid(c)}
+    solutions, added, last = {}, {}, None
+    for c in (student or {}).get("cells", []):
+        if not isinstance(c, dict) or c.get("cell_type") != "code":
+            continue
+        gid = _gid(c)
+        if gid in known and known[gid]["metadata"]["nbgrader"].get("solution"):
+            solutions[gid] = _text(c.get("source", ""))
+            last = gid
+        elif gid in known:
+            last = gid
+        else:
+            added.setdefault(last, []).append(_text(c.get("source", "")))
+    cells, missing = [], []
+    for k, src in enumerate(added.get(None, [])):
+        cells.append({"id": f"added_{k}", "kind": "added", "source": src})
+    for c in source:
+        gid = _gid(c)
+        if c.get("cell_type") != "code":
+            continue
+        meta = c["metadata"]["nbgrader"]
+        if meta.get("solution"):
+            if gid not in solutions:
+                missing.append(gid)
+                continue
+            cells.append({"id": gid, "kind": "solution", "source": solutions[gid]})
+        else:
+            kind = "test" if meta.get("grade") else "given"
+            cells.append({"id": gid, "kind": kind, "source": _text(c["source"])})
+        for k, src in enumerate(added.get(gid, [])):
+            cells.append({"id": f"{gid}_added_{k}", "kind": "added", "source": src})
+    return cells, missing
+
+
+def solution_cells(source: list[dict]) -> list[dict]:
+    "The instructor's notebook as a submission: solution markers dropped."
+    marks = ("### BEGIN SOLUTION", "### END SOLUTION")
+    out = []
+    for c in source:
+        c = json.loads(json.dumps(c))
+        lines = _text(c.get("source", "")).splitlines()
+        c["source"] = "\n".join(x for x in lines if x.strip() not in marks)
+        out.append(c)
+    return out
+
+
+def _events(path: Path, offset: int) -> tuple[list[dict], int]:
+    "The complete JSON lines of `path` from `offset` on, and the new offset."
+    if not path.exists() or offset >= MAX_EVENTS:
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read(MAX_EVENTS - offset)
+    end = data.rfind(b"\n") + 1
+    out = []
+    for line in data[:end].splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(ev, dict):
+            out.append(ev)
+    return out, offset + end
+
+
+def run(
+    cells: list[dict],
+    checks: dict,
+    limit: float,
+    files: Path | None = None,
+    reference: bool = False,
+    alone: bool = False,
+) -> dict:
+    """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
+    ended the process or outlived the limit. Returns {"cells": {i: record},
+    "parts": {part: {"result": …} or {"error": [name, message]}}}."""
+    parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
+    if alone:
+        limit = max(limit, ALONE_LIMIT)
+    check_at = {}
+    if alone:
+        check_at["-1"] = sorted(parts)
+    else:
+        for i, c in enumerate(cells):
+            if c["id"] in parts:
+                check_at.setdefault(str(i), []).append(c["id"])
+    placed = {p for ps in check_at.values() for p in ps}
+    records, results = {}, {}
+    for p in set(parts) - placed:
+        results[p] = {"error": ["Missing", "its test cell is missing"]}
+    skip = set()
+    job = {
+        "cells": cells,
+        "checks": {p: c["code"] for p, c in parts.items()},
+        "check_at": check_at,
+        "forbid": [] if reference else checks.get("forbid", []),
+        "limit": limit,
+        "reference": reference,
+    }
+    n_items = len(cells) + len(parts) + 2
+    for _attempt in range(n_items):
+        with tempfile.TemporaryDirectory(prefix="sat-grade-") as tmp:
+            work, out = Path(tmp) / "work", Path(tmp) / "out"
+            out.mkdir()
+            if files is not None and files.is_dir():
+                shutil.copytree(files, work, symlinks=True)
+            else:
+                work.mkdir()
+            job["skip"], job["done"] = sorted(skip), sorted(results)
+            culprit, why, log = _attempt_run(job, work, out, limit, n_items)
+        for ev in log:
+            if "cell" in ev and isinstance(ev.get("cell"), int):
+                records[ev["cell"]] = ev
+            elif "part" in ev and ev.get("part") in parts and ev["part"] not in results:
+                results[ev["part"]] = (
+                    {"result": ev.get("result")}
+                    if "result" in ev
+                    else {"error": ev.get("error") or ["Error", ""]}
+                )
+        if culprit is None:
+            break
+        kind, key = culprit
+        if kind == "startup":
+            for p in parts:
+                results.setdefault(p, {"error": ["SandboxError", why]})
+            break
+        if kind == "cell":
+            skip.add(key)
+            records[key] = {"cell": key, "error": ["Killed", why], "stdout": ""}
+        else:
+            results[key] = {"error": ["Killed", why]}
+        if all(p in results for p in parts):
+            break
+    for p in parts:
+        results.setdefault(p, {"error": ["Killed", "the sandbox kept ending"]})
+    return {"cells": records, "parts": results}
+
+
+def _attempt_run(job, work, out, limit, n_items):
+    "One sandbox run: (culprit or None, why, events)."
+    events = out / "events.jsonl"
+    cmd = sandbox.command(
+        ["python", "/grader/runner.py"], work, out, HERE / "runner.py"
+    )
+    err_path = out.parent / "stderr.txt"
+    with open(err_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            preexec_fn=sandbox.limiter(MEMORY_MIB, int(limit * n_items + STARTUP)),
+            start_new_session=True,
+        )
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    log, offset, current, since = [], 0, None, time.monotonic()
+    killed_for_time = False
+    while proc.poll() is None:
+        time.sleep(0.1)
+        new, offset = _events(events, offset)
+        for ev in new:
+            log.append(ev)
+            if "start" in ev:
+                current, since = ("cell", ev["start"]), time.monotonic()
+            elif "start_part" in ev:
+                current, since = ("part", ev["start_part"]), time.monotonic()
+            elif "cell" in ev or "part" in ev:
+                current, since = None, time.monotonic()
+        budget = STARTUP if not log else limit + GRACE
+        if current is None and log:
+            budget = limit + GRACE  # between two items: the runner's own work
+        if time.monotonic() - since > budget:
+            killed_for_time = True
+            _kill(proc)
+            break
+    proc.wait()
+    new, offset = _events(events, offset)
+    log += new
+    if any(ev.get("end") is True for ev in log):
+        return None, "", log
+    finished = set()
+    for ev in log:
+        if "cell" in ev:
+            finished.add(("cell", ev["cell"]))
+        if "part" in ev:
+            finished.add(("part", ev["part"]))
+    started = [
+        ("cell", ev["start"]) if "start" in ev else ("part", ev["start_part"])
+        for ev in log
+        if "start" in ev or "start_part" in ev
+    ]
+    pending = [s for s in started if s not in finished]
+    if killed_for_time:
+        why = f"stopped by the per-cell time limit ({limit:g} s)"
+    else:
+        why = _death(proc.returncode, err_path)
+    if not pending:
+        return ("startup", None), _startup_problem(proc.returncode, err_path), log
+    return pending[-1], why, log
+
+
+def _kill(proc) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _death(code: int, err_path: Path) -> str:
+    if code is not None and code < 0:
+        name = signal.Signals(-code).name
+        return f"the process was killed by {name} (memory or CPU limit?)"
+    tail = err_path.read_text(errors="replace")[-300:] if err_path.exists() else ""
+    if "MemoryError" in tail:
+        return f"the process ran out of memory (limit {MEMORY_MIB} MiB)"
+    return f"the process ended with exit code {code} (os._exit, exit or a crash)"
+
+
+def _startup_problem(code, err_path: Path) -> str:
+    tail = err_path.read_text(errors="replace").strip() if err_path.exists() else ""
+    last = tail.splitlines()[-1] if tail else f"exit code {code}"
+    return f"the sandbox did not start: {last[:200]}"
+
+
+# ---- comparison (in the grader's process) ------------------------------------------
+
+
+class Mismatch(AssertionError):
+    "A part's outputs differ from the solution's."
+
+
+def decode(x):
+    "A probe's output, back from JSON: tensors, dicts, lists."
+    import torch
+
+    if isinstance(x, dict) and "__tensor__" in x:
+        dtype = getattr(torch, str(x["__tensor__"]), None)
+        if not isinstance(dtype, torch.dtype):
+            raise Mismatch(f"an output of unknown dtype {x['__tensor__']!r}")
+        return torch.tensor(x["data"], dtype=dtype).reshape(x["shape"])
+    if isinstance(x, dict) and "__dict__" in x:
+        return {k: decode(v) for k, v in x["__dict__"]}
+    if isinstance(x, dict) and "__repr__" in x:
+        return f"<a {x['__repr__']}>"
+    if isinstance(x, list):
+        return [decode(v) for v in x]
+    return x
+
+
+def close(got, want, what: str, tol: float = 1e-5) -> None:
+    "Assert that `got` has `want`'s shape and values, up to tol·(1 + max |want|)."
+    import torch
+
+    if not isinstance(got, torch.Tensor):
+        try:
+            got = torch.as_tensor(got)
+        except (TypeError, ValueError, RuntimeError):
+            raise Mismatch(f"{what}: a tensor was expected, got {got!r:.60}") from None
+    want = torch.as_tensor(want)
+    if tuple(got.shape) != tuple(want.shape):
+        raise Mismatch(
+            f"{what}: shape {tuple(got.shape)}, expected {tuple(want.shape)}"
+        )
+    if not got.numel():
+        return
+    g, w = got.double(), want.double()
+    if bool(torch.isnan(g).any()) and not bool(torch.isnan(w).any()):
+        raise Mismatch(f"{what}: has NaN where the expected values are finite")
+    both = torch.isfinite(g) & torch.isfinite(w)
+    if not torch.equal(torch.isfinite(g), torch.isfinite(w)):
+        raise Mismatch(f"{what}: infinite where the expected values are not")
+    err = float((g - w)[both].abs().max()) if bool(both.any()) else 0.0
+    scale = float(w[both].abs().max()) if bool(both.any()) else 0.0
+    if err > tol * (1 + scale):
+        raise Mismatch(f"{what}: off by up to {err:.3g} on the grader's inputs")
+
+
+def same(got, want, what: str, tol: float = 1e-5) -> None:
+    "Recursive comparison of probe outputs: tensors and floats close, the rest equal."
+    import torch
+
+    if isinstance(want, torch.Tensor) or isinstance(want, float):
+        if isinstance(want, float) and isinstance(got, (int, float)):
+            if abs(got - want) > tol * (1 + abs(want)) or got != got:
+                raise Mismatch(f"{what}: {got:.6g}, expected {want:.6g}")
+            return
+        close(got, want, what, tol)
+    elif isinstance(want, dict):
+        if not isinstance(got, dict):
+            raise Mismatch(f"{what}: not a dict")
+        for k, v in want.items():
+            if k not in got:
+                raise Mismatch(f"{what}: no {k!r}")
+            same(got[k], v, k if what == "outputs" else f"{what} {k}", tol)
+    elif isinstance(want, list):
+        if not isinstance(got, list) or len(got) != len(want):
+            n = len(got) if isinstance(got, list) else "not a list"
+            raise Mismatch(f"{what}: {n} items, expected {len(want)}")
+        for k, (g, w) in enumerate(zip(got, want)):
+            same(g, w, f"{what}[{k}]", tol)
+    elif got != want:
+        raise Mismatch(f"{what}: {got!r:.80}, expected {want!r:.80}")
+
+
+def compare(code: str, got, want) -> None:
+    "Run the check's `compare(got, want)` (default: `same`); raises Mismatch."
+    import torch
+
+    g = {"__name__": "check", "torch": torch, "close": close, "same": same}
+    g["Mismatch"] = Mismatch
+    exec(compile(code, "<check>", "exec"), g)
+    fn = g.get("compare") or (lambda got, want: same(got, want, "outputs"))
+    fn(decode(got), decode(want) if want is not None else None)
+
+
+def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:
+    "{part: (points earned, why it lost them or '')}."
+    out = {}
+    for part, spec in checks["parts"].items():
+        mine = got.get(part, {"error": ["Missing", "not run"]})
+        if "error" in mine:
+            name, msg = (list(mine["error"]) + ["", ""])[:2]
+            out[part] = (0.0, _explain(name, msg))
+            continue
+        ref = want.get(part) if not spec["alone"] else {"result": None}
+        if ref is None or "error" in ref:
+            raise RuntimeError(f"the instructor's solution fails check {part}: {ref}")
+        try:
+            compare(spec["code"], mine["result"], ref["result"])
+        except Mismatch as e:
+            out[part] = (0.0, str(e) or "the outputs differ from the solution's")
+        except Exception as e:  # a malformed output the comparison cannot read
+            out[part] = (0.0, f"unreadable outputs ({type(e).__name__}: {e})"[:240])
+        else:
+            out[part] = (float(points[part]), "")
+    return out
+
+
+def _explain(name: str, msg: str) -> str:
+    if name in ("Timeout", "Killed"):
+        return msg
+    if name == "Missing":
+        return msg
+    return f"your code raised {name}" + (f": {msg}" if msg else "")

@@ -1,0 +1,258 @@
+"""Runs one submission inside the sandbox (assignments/sandbox.py); never imported by
+the grader. It reads its job (JSON) from stdin: the notebook's code cells in order, the
+probe of each graded part, where each probe runs, and which package functions the
+student may not call. It executes the cells in one namespace, runs each part's probe
+right after that part's test cell, and appends one JSON line per event to
+/out/events.jsonl: a cell starts, a cell ends (its output, its error), a part's probe
+returns (its outputs by value: tensors as dtype, shape and numbers) or raises.
+
+Nothing here decides a grade: the grader compares the probes' outputs with those of the
+instructor's solution, in its own process. A cell that ignores the time limit or ends
+the process is dealt with by the grader (it kills the sandbox and starts it again
+without that cell)."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import importlib
+import io
+import json
+import math
+import os
+import signal
+import sys
+import time
+import types
+
+_exec, _compile = exec, compile  # bound before the student's code can replace them
+BUILTINS = dict(builtins.__dict__)  # the probes' builtins, whatever the student patches
+MAX_TEXT = 20_000  # characters of output kept per cell
+MAX_NUMBERS = 5_000_000  # numbers a probe may return
+
+
+class CellTimeout(BaseException):
+    "The per-cell time limit (a BaseException: `except Exception` cannot eat it)."
+
+
+class ForbiddenCall(Exception):
+    "The student called the package's implementation of what they are asked to write."
+
+
+class Capped(io.TextIOBase):
+    "A text stream that keeps the first MAX_TEXT characters written to it."
+
+    def __init__(self):
+        self.parts, self.size = [], 0
+
+    def writable(self):
+        return True
+
+    def write(self, s):
+        s = str(s)
+        if self.size < MAX_TEXT:
+            self.parts.append(s[: MAX_TEXT - self.size])
+        self.size += len(s)
+        return len(s)
+
+    def text(self):
+        more = self.size - MAX_TEXT
+        return "".join(self.parts) + (
+            f"\n[… {more} more characters]" if more > 0 else ""
+        )
+
+
+def _timeout(signum, frame):
+    raise CellTimeout()
+
+
+def _package_caller(frame) -> bool:
+    "Whether the first caller outside torch and the standard wrappers is the package."
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "") or ""
+        if not name.startswith(("torch", "functools", "contextlib")):
+            return name == "sat_tutorial" or name.startswith("sat_tutorial.")
+        frame = frame.f_back
+    return False
+
+
+def _guard(orig, name: str):
+    @functools.wraps(orig)
+    def guarded(*args, **kwargs):
+        if _package_caller(sys._getframe(1)):
+            return orig(*args, **kwargs)
+        raise ForbiddenCall(
+            f"{name} is the package's implementation of what this part asks you to "
+            "write: you may not call it here (see the assignment's first cell)"
+        )
+
+    return guarded
+
+
+def forbid(entries: list[str]) -> None:
+    """Replace each `module:qualname` (a function, or a method of a class) by a guard
+    that refuses calls that do not come from the package itself, everywhere the
+    package's modules hold it."""
+    for entry in entries:
+        mod_name, qual = entry.split(":")
+        mod = importlib.import_module(mod_name)
+        *outer, last = qual.split(".")
+        owner = mod
+        for part in outer:
+            owner = getattr(owner, part)
+        raw = owner.__dict__[last] if isinstance(owner, type) else getattr(owner, last)
+        if isinstance(raw, staticmethod):
+            new = staticmethod(_guard(raw.__func__, entry))
+        elif isinstance(raw, classmethod):
+            new = classmethod(_guard(raw.__func__, entry))
+        else:
+            new = _guard(raw, entry)
+        setattr(owner, last, new)
+        if owner is mod:
+            for other in list(sys.modules.values()):
+                name = getattr(other, "__name__", "") or ""
+                if name.startswith("sat_tutorial") and getattr(other, last, 0) is raw:
+                    setattr(other, last, new)
+
+
+def encode(x, budget: list[int]):
+    "A probe's output as JSON: tensors by value, containers recursively."
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        t = x.detach().as_subclass(torch.Tensor).cpu()
+        budget[0] -= t.numel()
+        if budget[0] < 0:
+            raise ValueError("the outputs are too large to compare")
+        return {
+            "__tensor__": str(t.dtype).replace("torch.", ""),
+            "shape": list(t.shape),
+            "data": t.flatten().tolist(),
+        }
+    if x is None or type(x) in (bool, int, float, str):
+        return x
+    if type(x) in (list, tuple):
+        return [encode(v, budget) for v in x]
+    if type(x) is dict:
+        return {"__dict__": [[str(k), encode(v, budget)] for k, v in x.items()]}
+    return {"__repr__": type(x).__name__}
+
+
+class Events:
+    "Appends one JSON line per event to the out file (kept open from the start)."
+
+    def __init__(self, path: str):
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def __call__(self, **event) -> None:
+        os.write(self.fd, (json.dumps(event) + "\n").encode())
+
+
+LIMIT = [0.0]
+
+
+def need(ns: dict, name: str):
+    "The student's function `name`, or a NameError that says it is not defined."
+    if not callable(ns.get(name)):
+        raise NameError(f"your function {name} is not defined (did its cell run?)")
+    return ns[name]
+
+
+def _error(e: BaseException) -> list[str]:
+    if isinstance(e, CellTimeout):
+        return ["Timeout", f"stopped by the per-cell time limit ({LIMIT[0]:g} s)"]
+    try:
+        msg = " ".join(str(e).split())[:300]
+    except BaseException:
+        msg = ""
+    return [type(e).__name__, msg]
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    emit = Events(job.get("events", "/out/events.jsonl"))
+    limit = LIMIT[0] = float(job["limit"])
+    import torch  # before the student's code, so that the probes use this torch
+
+    from sat_tutorial.core import seed_everything
+
+    torch.set_num_threads(1)
+    forbid(job.get("forbid", []))
+    signal.signal(signal.SIGALRM, _timeout)
+    main_mod = types.ModuleType("__main__")
+    ns = main_mod.__dict__
+    ns["__builtins__"] = builtins
+    sys.modules["__main__"] = main_mod
+    real_out, real_err = sys.stdout, sys.stderr
+    skip, done = set(job.get("skip", [])), set(job.get("done", []))
+    checks, at = job.get("checks", {}), job.get("check_at", {})
+
+    def timed(fn, what: str):
+        signal.setitimer(signal.ITIMER_REAL, limit)
+        try:
+            return fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    shared = {}  # what one probe leaves for the next (A7's evaluation of its run)
+
+    def probe(part: str):
+        emit(start_part=part)
+        g = {
+            "shared": shared,
+            "__name__": "check",
+            "__builtins__": BUILTINS,
+            "torch": torch,
+            "math": math,
+            "seed_everything": seed_everything,
+            "need": need,
+        }
+        out = Capped()
+        sys.stdout = sys.stderr = out
+        try:
+
+            def run():
+                _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
+                fn = g["expect"] if job.get("reference") and "expect" in g else None
+                result = (fn or g["probe"])(ns)
+                return encode(result, [MAX_NUMBERS])
+
+            emit(part=part, result=timed(run, part))
+        except BaseException as e:  # the student's code may raise anything
+            emit(part=part, error=_error(e), stdout=out.text())
+        finally:
+            sys.stdout, sys.stderr = real_out, real_err
+
+    for part in at.get("-1", []):  # probes that need no student code (A7's run)
+        if part not in done:
+            probe(part)
+    for i, cell in enumerate(job["cells"]):
+        if i not in skip:
+            emit(start=i)
+            out, err = Capped(), Capped()
+            sys.stdout, sys.stderr = out, err
+            error = None
+            t0 = time.perf_counter()
+            try:
+                code = _compile(cell["source"], f"<cell {cell['id']}>", "exec")
+                timed(lambda: _exec(code, ns), cell["id"])
+            except BaseException as e:  # SystemExit, KeyboardInterrupt included
+                error = _error(e)
+            finally:
+                sys.stdout, sys.stderr = real_out, real_err
+            emit(
+                cell=i,
+                stdout=out.text(),
+                stderr=err.text(),
+                error=error,
+                seconds=round(time.perf_counter() - t0, 3),
+            )
+        for part in at.get(str(i), []):
+            if part not in done:
+                probe(part)
+    emit(end=True)
+    os._exit(0)  # threads the student started do not keep the sandbox alive
+
+
+if __name__ == "__main__":
+    sys.exit(main())
