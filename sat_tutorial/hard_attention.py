@@ -129,19 +129,24 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         self._init_rule(lambda_r, lambda_e, p_expected, baseline_decay, inference)
 
     def _init_rule(self, lambda_r, lambda_e, p_expected, baseline_decay, inference):
-        if inference not in self.INFERENCE:
-            raise ValueError(
-                f"inference must be one of {self.INFERENCE}, not {inference!r}"
-            )
         if not 0.0 <= p_expected <= 1.0:
             raise ValueError(
                 f"p_expected must be a probability in [0, 1], not {p_expected}"
             )
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
-        self.baseline_decay, self.inference = baseline_decay, inference
+        self.baseline_decay = baseline_decay
         self.register_buffer("baseline", torch.zeros(()))  # b_k, saved with the weights
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
         self._rollout = None  # a `Reads`, only inside `rollout`
+        self.set_reads(inference)
+
+    def set_reads(self, reads: str) -> None:
+        "How eval mode reads: 'argmax' (the most probable location) or 'expected' (Σ α a)."
+        if reads not in self.INFERENCE:
+            raise ValueError(
+                f"inference (reads) must be one of {self.INFERENCE}, not {reads!r}"
+            )
+        self.inference = reads
 
     def read(self, alpha: torch.Tensor, t: int | None):
         "s_t `(B,)`: given, s̃_t ~ Multinoulli(α_t) in training, argmax_i α_ti in eval; None: read Σ α a ('expected')."

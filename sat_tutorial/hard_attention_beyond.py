@@ -8,11 +8,11 @@ from __future__ import annotations
 import contextlib
 
 import torch
-import torch.nn.functional as F
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
     WarmupSteps,
+    caption_nll,
     doubly_stochastic_penalty,
     lstm_cell,
     target_mask,
@@ -27,8 +27,10 @@ from sat_tutorial.hard_attention import (
 )
 
 # %% auto #0
-__all__ = ['MARGINAL_CHUNK', 'MARGINAL_STATIC', 'rewards_to_go', 'credited_surrogate', 'ExtendedRule',
-           'ExtendedHardAttentionCaptioner', 'marginal_init', 'marginal_step', 'marginal_forward']
+__all__ = ['READS', 'CREDITS', 'REINFORCE_ONLY', 'MARGINAL_CHUNK', 'rewards_to_go', 'credited_surrogate', 'ReadPolicy',
+           'ArgmaxReads', 'ExpectedReads', 'SampledReads', 'MarginalReads', 'check_k', 'read_policy', 'Baselines',
+           'Reinforce', 'RewardToGo', 'Marginal', 'hard_rule', 'PolicyReads', 'ExtendedHardAttentionCaptioner',
+           'marginal_init', 'marginal_step', 'marginal_forward']
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7surrogate
 def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
@@ -63,171 +65,362 @@ def credited_surrogate(
         + lambda_e * entropy
     )
 
-# %% ../nbs/07b_hard_attention_beyond.ipynb #b7rule
-class ExtendedRule:
-    "The training loss of `ExtendedHardAttentionCaptioner`: the paper's rule with the options of this notebook (a mixin)."
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7reads
+class ReadPolicy:
+    "How eval mode reads a location from α_t `(N, L)` (training always samples s̃_t)."
 
-    @torch.no_grad()
-    def expected_reward(
-        self, feats, captions, lengths, per_word: bool = False
-    ) -> torch.Tensor:
-        "log p(y | a, ẑ_t = Σ α a) per caption `(B,)` (per word `(B, T)`), without dropout: a baseline that does not depend on s̃."
-        was = self.training
-        self.eval()
-        try:
-            logits, _, _ = self.rollout(
-                feats,
-                captions,
-                lengths,
-                expected=torch.ones(len(feats), dtype=torch.bool, device=feats.device),
-            )
-        finally:
-            self.train(was)
-        word_logp = -word_nll(logits, captions, lengths)  # (B, T)
-        return word_logp if per_word else word_logp.sum(1)
+    name = ""
+    samples = False  # draws s̃_t ~ α_t, also in eval mode
+    marginal = False  # decodes by the per-step marginal over locations
+
+    def read(self, alpha: torch.Tensor):
+        "s_t `(N,)`, or None for Σ α a."
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class ArgmaxReads(ReadPolicy):
+    "The paper's test-time read: the most probable location."
+
+    name = "argmax"
+
+    def read(self, alpha):
+        return alpha.argmax(-1)
+
+
+class ExpectedReads(ReadPolicy):
+    "The expected context Σ_i α_ti a_i at test time."
+
+    name = "expected"
+
+    def read(self, alpha):
+        return None
+
+
+class SampledReads(ReadPolicy):
+    "s̃_t ~ Multinoulli(α_t) at test time too; with a list, appends log α_t(s̃_t)."
+
+    name, samples = "sample", True
+
+    def __init__(self, record: list | None = None):
+        self.record = record  # self-critical training: log p(s̃) needs a gradient
+
+    def read(self, alpha):
+        s = sample_locations(alpha)
+        if self.record is not None:
+            log_a = alpha.gather(1, s[:, None]).squeeze(1).clamp_min(1e-30).log()
+            self.record.append(log_a)
+        return s
+
+
+class MarginalReads(ReadPolicy):
+    "Words scored by Σ_{i ∈ top-K(α_t)} α_ti p(y_t | s_t = i); `k` None: all L."
+
+    name, marginal = "marginal", True
+
+    def __init__(self, k: int | None = None):
+        self.k = check_k(k)
+
+    def read(self, alpha):
+        return None  # `step` mixes over locations; `rollout` reads Σ α a if asked
+
+    def __repr__(self) -> str:
+        return f"MarginalReads(k={self.k})"
+
+
+READS = {c.name: c for c in (ArgmaxReads, ExpectedReads, SampledReads, MarginalReads)}
+
+
+def check_k(k):
+    "`marginal_k`: None (every location) or a count ≥ 1."
+    if k is not None and (not isinstance(k, int) or k < 1):
+        raise ValueError(f"marginal_k must be at least 1 (or None for all), not {k!r}")
+    return k
+
+
+def read_policy(reads: str | ReadPolicy, k: int | None = None) -> ReadPolicy:
+    "A `ReadPolicy` from itself or its name (`k`: the K of 'marginal' reads)."
+    if isinstance(reads, ReadPolicy):
+        return reads
+    if reads not in READS:
+        raise ValueError(
+            f"inference (reads) must be one of {tuple(READS)}, not {reads!r}"
+        )
+    return MarginalReads(k) if reads == "marginal" else READS[reads]()
+
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7baselines
+class Baselines:
+    "The baselines REINFORCE subtracts (a mixin of `Reinforce`, by `baseline` and `per_step`)."
+
+    BASELINES = ("moving_average", "expected")  # the paper's b_k; or b(a, y)
+    baseline, per_step = "moving_average", False
 
     def baseline_values(
-        self, feats, captions, lengths, kind: str | None = None, dtype=torch.float32
+        self, model, feats, captions, lengths, kind=None, dtype=torch.float32
     ) -> torch.Tensor:
-        """The baseline `loss` subtracts from each reward: `(B, T)`, b_t for G_t, with reward-to-go credit; else one per caption, `(B,)`
-        (the moving average: one number for all, a 0-d tensor). `kind`, `baseline_kind` by default: 'moving_average', b_{k−1}
-        (× the words from step t on); 'expected', log p(y | a, Σ α a) of each caption (its words from step t on)."""
-        kind = kind or self.baseline_kind
+        """What `loss` subtracts from each reward, per caption `(B,)` (a 0-d
+        tensor for the moving average); `RewardToGo`: b_t per step `(B, T)`.
+        `kind` (this objective's by default): 'moving_average', b_{k−1} (× the
+        words from step t on); 'expected', log p(y | a, Σ α a) (from step t on)."""
+        kind = kind or self.baseline
         if kind not in self.BASELINES:
             raise ValueError(f"kind must be one of {self.BASELINES}, got {kind!r}")
-        per_step = self.credit == "reward_to_go"
         if kind == "expected":
-            exp_logp = self.expected_reward(
-                feats, captions, lengths, per_word=True
-            )  # (B, T)
-            return rewards_to_go(exp_logp) if per_step else exp_logp.sum(1)
-        b = self.baseline.to(dtype, copy=True)  # b_{k−1}, kept apart from later updates
-        return (
-            b * rewards_to_go(target_mask(captions, lengths).to(dtype))
-            if per_step
-            else b
-        )
+            exp_logp = model.expected_reward(feats, captions, lengths, per_word=True)
+            return rewards_to_go(exp_logp) if self.per_step else exp_logp.sum(1)
+        b = model.baseline.to(dtype, copy=True)  # b_{k−1}, apart from later updates
+        if self.per_step:
+            return b * rewards_to_go(target_mask(captions, lengths).to(dtype))
+        return b
 
-    def loss(self, feats, captions, lengths):
-        "Training: the paper's surrogate with this notebook's options (updates b). Eval: word NLL with `inference`."
-        if not self.training:
-            return super().loss(feats, captions, lengths)
-        if self.objective == "marginal":
-            return self.marginal_loss(feats, captions, lengths)
+    def images_baseline(self, model, feats, captions, lengths, expected, like):
+        "b for every image, shaped as `like`; b(a, y) only where an image sampled."
+        if self.baseline != "expected":
+            return self.baseline_values(
+                model, feats, captions, lengths, dtype=like.dtype
+            )
+        rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(like)
+        if len(rows):
+            b[rows] = self.baseline_values(
+                model, feats[rows], captions[rows], lengths[rows]
+            )
+        return b
+
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7rule
+class Reinforce(Baselines):
+    """The paper's objective (Xu et al. 2015, §4.1): the gradient of L_s by
+    sampling, each s̃_t credited with the whole caption's log-likelihood."""
+
+    name, credit = "reinforce", "caption"
+
+    def __init__(self, baseline: str = "moving_average"):
+        if baseline not in self.BASELINES:
+            raise ValueError(
+                f"baseline_kind must be one of {self.BASELINES}, not {baseline!r}"
+            )
+        self.baseline = baseline
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(baseline={self.baseline!r})"
+
+    def credit_terms(self, alpha, s, mask, word_logp):
+        "log p(s̃|a) and the reward it is credited with, per caption `(B,)`."
+        return location_log_prob(alpha, s, mask), word_logp.sum(1)
+
+    def loss(self, model, feats, captions, lengths):
+        "−Σ ℓ(s̃)/#words with this credit and baseline (updates b)."
         mask = target_mask(captions, lengths)  # (B, T)
         n_words = mask.sum()
-        expected = (
-            torch.rand(feats.shape[0], device=feats.device) < self.expected_share()
-        )  # (B,) once per image
-        if self.warming_up():
+        coin = torch.rand(feats.shape[0], device=feats.device)  # (B,) per image
+        expected = coin < model.expected_share()
+        if model.warming_up():
             expected.fill_(True)  # `expected_warmup`: every image, for now
-        self.count_training_step()
-        logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
-        word_logp = -word_nll(
-            logits, captions, lengths
-        )  # (B, T) log p(y_t | y_<t, s̃_≤t, a)
+        model.count_training_step()
+        logits, alpha, s = model.rollout(feats, captions, lengths, expected=expected)
+        word_logp = -word_nll(logits, captions, lengths)  # (B, T) log p(y_t | …)
         log_py = word_logp.sum(1)  # (B,) log p(y | s̃, a)
-        fit = (
-            -word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
-            if self.label_smoothing
-            else log_py
-        )  # the decoder's term
-        per_step = (
-            self.credit == "reward_to_go"
-        )  # credit s̃_t with G_t, not the whole caption
-        log_ps = (
-            location_log_probs(alpha, s, mask)
-            if per_step
-            else location_log_prob(alpha, s, mask)
-        )  # (B, T) or (B,)
+        fit = log_py  # the decoder's term; label smoothing changes only this
+        if model.label_smoothing:
+            smooth = model.label_smoothing
+            fit = -word_nll(logits, captions, lengths, smooth).sum(1)
+        log_ps, reward = self.credit_terms(alpha, s, mask, word_logp)
         H = attention_entropy(alpha, mask)  # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
-        if (
-            self.baseline_kind == "expected"
-        ):  # b(a, y), only for the images that sampled
-            rows, b = (~expected).nonzero().squeeze(1), torch.zeros_like(log_ps)
-            if len(rows):
-                b[rows] = self.baseline_values(
-                    feats[rows], captions[rows], lengths[rows]
-                )
-        else:
-            b = self.baseline_values(
-                feats, captions, lengths, dtype=log_py.dtype
-            )  # b_{k−1}, kept apart from the update below
-        ell = credited_surrogate(
-            fit,
-            log_ps,
-            H,
-            b,
-            sampled,
-            self.lambda_r,
-            self.lambda_e,  # the reward stays log p(y | s̃, a)
-            rewards_to_go(word_logp) if per_step else log_py,
-        )
+        b = self.images_baseline(model, feats, captions, lengths, expected, log_ps)
+        lambdas = model.lambda_r, model.lambda_e
+        ell = credited_surrogate(fit, log_ps, H, b, sampled, *lambdas, reward)
         loss = -ell.sum() / n_words
-        if self.alpha_c:
-            loss = (
-                loss
-                + self.alpha_c * doubly_stochastic_penalty(alpha, mask).sum() / n_words
-            )  # per word, as in 06
+        if model.alpha_c:  # per word, as in 06
+            pen = doubly_stochastic_penalty(alpha, mask).sum()
+            loss = loss + model.alpha_c * pen / n_words
         n_sampled = sampled.sum()
         if n_sampled > 0:  # b: mean reward per caption (per word)
-            per = (mask.sum(1) * sampled).sum() if per_step else n_sampled
-            self.update_baseline(float((log_py.detach() * sampled).sum() / per))
-        b_caption = b[..., 0] if b.dim() == 2 else b  # G_0 is the whole caption's
+            per = (mask.sum(1) * sampled).sum() if self.per_step else n_sampled
+            model.update_baseline(float((log_py.detach() * sampled).sum() / per))
+        b_0 = b[..., 0] if b.dim() == 2 else b  # G_0 is the whole caption's
+        b_mean = b_0 if not b_0.dim() else (b_0 * sampled).sum() / n_sampled.clamp(1)
         return loss, {
             "nll": float(-log_py.detach().sum() / n_words),
             "entropy": float(H.detach().sum() / n_words),
-            "baseline": float((b_caption * sampled).sum() / n_sampled.clamp_min(1))
-            if b_caption.dim()
-            else float(b_caption),
+            "baseline": float(b_mean),
             "expected": float(expected.float().mean()),
         }
 
-    def marginal_loss(self, feats, captions, lengths):
-        """`objective='marginal'`: −Σ_t log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) / #words (+ α_c's penalty), computed
-        exactly: no sampling, no baseline. ŝ_t is the posterior mode given y_t, as in 'marginal' decoding; dropout shares one mask over the K reads."""
-        self.count_training_step()
-        self._fit_marginal = True  # `rollout` gives M's log-probabilities: the soft
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7objectives
+class RewardToGo(Reinforce):
+    "`Reinforce` crediting s̃_t with G_t, the log-likelihood of the words from t on."
+
+    credit, per_step = "reward_to_go", True
+
+    def credit_terms(self, alpha, s, mask, word_logp):
+        "log α_{t,s̃_t} and G_t, per step `(B, T)`."
+        return location_log_probs(alpha, s, mask), rewards_to_go(word_logp)
+
+
+class Marginal:
+    """Training by the per-step marginal over the top-`k` locations, exactly:
+    no sampling, baseline or coin (the last sections of this notebook)."""
+
+    name = "marginal"
+
+    def __init__(self, k: int | None = None):
+        self.k = check_k(k)
+
+    def __repr__(self) -> str:
+        return f"Marginal(k={self.k})"
+
+    def loss(self, model, feats, captions, lengths):
+        "Notebook 06's loss on M's log-probabilities: −Σ M(y)/#words (+ penalty)."
+        model.count_training_step()
+        logits, alpha = marginal_forward(model, feats, captions, self.k)
+        nll = caption_nll(logits, captions, lengths)
+        fit = nll
+        if model.label_smoothing:
+            fit = word_nll(logits, captions, lengths, model.label_smoothing).sum(1)
+        n_words = (lengths - 1).sum()
+        pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
+        loss = (fit.sum() + model.alpha_c * pen.sum()) / n_words
+        return loss, {
+            "nll": float(nll.detach().sum() / n_words),
+            "penalty": float(pen.detach().mean()),
+        }
+
+
+CREDITS = {"caption": Reinforce, "reward_to_go": RewardToGo}
+REINFORCE_ONLY = dict(  # options of the sampled rule, at their defaults
+    lambda_r=1.0,
+    lambda_e=0.001,
+    p_expected=0.5,
+    baseline_decay=0.9,
+    expected_warmup=0,
+    p_expected_end=None,
+    credit="caption",
+    baseline_kind="moving_average",
+)
+
+
+def hard_rule(
+    inference=None,
+    objective="reinforce",
+    marginal_k=None,
+    credit="caption",
+    baseline_kind="moving_average",
+    **reinforce_options,
+):
+    """The read policy and the objective, from objects or names (`credit`,
+    `baseline_kind`, `marginal_k` complete a name); an option that does not
+    apply to them is a one-line error."""
+    named = dict(credit=credit, baseline_kind=baseline_kind)
+    if isinstance(objective, str):
+        if objective not in ("reinforce", "marginal"):
+            raise ValueError(
+                f"objective must be 'reinforce' or 'marginal', not {objective!r}"
+            )
+        if credit not in CREDITS:
+            raise ValueError(f"credit must be one of {tuple(CREDITS)}, not {credit!r}")
+        if objective == "reinforce":
+            objective = CREDITS[credit](baseline_kind)
+        else:
+            objective = Marginal(marginal_k)
+    elif any(v != REINFORCE_ONLY[k] for k, v in named.items()):
+        raise ValueError(f"{named}: give these to the objective {objective!r}")
+    if isinstance(objective, Marginal):
+        for name, value in {**named, **reinforce_options}.items():
+            if value != REINFORCE_ONLY[name]:
+                raise ValueError(
+                    f"{name}={value!r} applies to objective='reinforce', not 'marginal'"
+                )
+        reads = read_policy(inference or "marginal", objective.k)
+    elif isinstance(objective, Reinforce):
+        reads = read_policy(inference or "argmax", marginal_k)
+        if marginal_k is not None and not reads.marginal:
+            raise ValueError(
+                "marginal_k applies to inference='marginal' or objective='marginal', "
+                f"not inference={reads.name!r}"
+            )
+    else:
+        raise ValueError(
+            f"objective must be a Reinforce or a Marginal, not {objective!r}"
+        )
+    return reads, objective
+
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7modelreads
+class PolicyReads:
+    """The read policy inside the model (a mixin of the class below): eval mode
+    reads by `self.reads`; 'marginal' reads decode by `marginal_step`."""
+
+    def set_reads(self, reads: str | ReadPolicy) -> None:
+        "How eval mode reads: a `ReadPolicy` or its name; an unknown one is an error."
+        k = self.objective.k if isinstance(self.objective, Marginal) else None
+        self.reads = read_policy(reads, k or self._marginal_k)
+
+    @property
+    def inference(self) -> str:
+        "The read policy's name; setting it is `set_reads`."
+        return self.reads.name
+
+    @inference.setter
+    def inference(self, reads) -> None:
+        self.set_reads(reads)
+
+    @property
+    def marginal_k(self) -> int | None:
+        "K of the marginal reads, or of the marginal objective (None: all)."
+        for rule in (self.reads, self.objective):
+            if isinstance(rule, (MarginalReads, Marginal)):
+                return rule.k
+        return None
+
+    def decodes_marginally(self) -> bool:
+        "Whether `step` scores words by the per-step marginal (eval mode only)."
+        return self.reads.marginal and not self.training
+
+    def read(self, alpha, t):
+        "s_t `(B,)`: given, sampled in training (the paper), else by the policy."
+        r = self._rollout
+        if r is not None and r.s is not None:
+            return r.s[:, t]
+        if self.training and not self.reads.samples:
+            return sample_locations(alpha)
+        return self.reads.read(alpha)
+
+    @contextlib.contextmanager
+    def recording_reads(self):
+        """Within it every location is sampled, also in eval mode, and log α_t(s̃_t)
+        `(B,)` appended to the list it yields (self-critical training, 12d)."""
+        was, self.reads = self.reads, SampledReads(record=[])
         try:
-            return SoftAttentionCaptioner.loss(
-                self, feats, captions, lengths
-            )  # model's loss (label smoothing, penalty) applies to them
+            yield self.reads.record
         finally:
-            self._fit_marginal = False
+            self.reads = was
+
+    def rollout(self, feats, captions, lengths, s=None, expected=None):
+        "The paper's `rollout`; with 'marginal' reads, teacher forcing by the marginal."
+        if s is None and expected is None and self.decodes_marginally():
+            return (*marginal_forward(self, feats, captions, self.reads.k), None)
+        return super().rollout(feats, captions, lengths, s, expected)
+
+    def init_state(self, feats: torch.Tensor) -> tuple:
+        "(h_0, c_0, a, keys), or for 'marginal' decoding `marginal_init`'s state."
+        state = super().init_state(feats)
+        if self.decodes_marginally() and self._rollout is None:
+            return marginal_init(self, state)
+        return state
+
+    def step(self, words: torch.Tensor, state: tuple):
+        "One step of the paper's model, or of the per-step marginal over locations."
+        if self.decodes_marginally():
+            return marginal_step(self, words, state, self.reads.k)
+        return super().step(words, state)
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
-class _StaticState:
-    "`static_state`: the soft model's (2, 3) on the class, and on an instance decoding by 'marginal', `MARGINAL_STATIC`."
+class ExtendedHardAttentionCaptioner(PolicyReads, WarmupSteps, HardAttentionCaptioner):
+    """The paper's hard attention (notebook 07) with this project's additions: a
+    read policy and an objective; every option off, it is the paper's model."""
 
-    def __get__(self, obj, owner=None):
-        return (
-            MARGINAL_STATIC
-            if obj is not None and obj._marginal()
-            else SoftAttentionCaptioner.static_state
-        )
-
-
-class ExtendedHardAttentionCaptioner(ExtendedRule, WarmupSteps, HardAttentionCaptioner):
-    "The paper's hard attention (notebook 07) with this project's additions, each an option; all off, it is the paper's model."
-
-    INFERENCE = ("argmax", "expected", "sample", "marginal")
-    BASELINES = (
-        "moving_average",
-        "expected",
-    )  # the paper's b_k; or log p(y | a, Σ α a) per image and caption
-    CREDITS = (
-        "caption",
-        "reward_to_go",
-    )  # the paper's: every s̃_t gets the whole caption's reward; or only G_t
-    OBJECTIVES = (
-        "reinforce",
-        "marginal",
-    )  # the paper's sampled bound; or the per-step marginal, exactly
     warmup_option = "expected_warmup"
-    static_state = (
-        _StaticState()
-    )  # the per-image constants' positions depend on the inference mode
 
     def __init__(
         self,
@@ -237,231 +430,135 @@ class ExtendedHardAttentionCaptioner(ExtendedRule, WarmupSteps, HardAttentionCap
         hidden_dim: int = 512,
         attention_dim: int = 512,
         dropout: float = 0.5,
+        *,
         alpha_c: float = 0.0,
         beta_gate: bool = False,
         lambda_r: float = 1.0,
         lambda_e: float = 0.001,
         p_expected: float = 0.5,
         baseline_decay: float = 0.9,
-        inference: str | None = None,
-        baseline_kind: str = "moving_average",
-        expected_warmup: int = 0,
+        inference: str | ReadPolicy | None = None,
+        objective: str | Reinforce | Marginal = "reinforce",
         credit: str = "caption",
+        baseline_kind: str = "moving_average",
         marginal_k: int | None = None,
+        expected_warmup: int = 0,
         p_expected_end: float | None = None,
-        objective: str = "reinforce",
         **soft_options,
     ):
-        """`alpha_c`, `beta_gate`, `soft_options`: notebook 06's penalty, gate and options; `baseline_kind`, `credit`,
-        `expected_warmup`, `p_expected_end`, `objective`, `marginal_k`: the sections of this notebook. `inference` None:
-        'marginal' for `objective='marginal'` (training and test then score captions alike), else 'argmax'."""
-        SoftAttentionCaptioner.__init__(
-            self,
-            vocab_size,
-            feature_dim,
-            embed_dim,
-            hidden_dim,
-            attention_dim,
-            dropout,
-            alpha_c,
-            beta_gate,
-            **soft_options,
+        """`alpha_c`, `beta_gate`, `soft_options`: notebook 06's; `lambda_r` to
+        `baseline_decay`: notebook 07's. `inference`: a `ReadPolicy` or its name
+        (None: 'marginal' for the marginal objective, else 'argmax');
+        `objective`: `Reinforce`, `RewardToGo`, `Marginal` or a name, which
+        `credit`, `baseline_kind` and `marginal_k` complete (`hard_rule`);
+        `expected_warmup`, `p_expected_end`: the coin's schedule."""
+        sizes = vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim
+        soft = dict(alpha_c=alpha_c, beta_gate=beta_gate, **soft_options)
+        SoftAttentionCaptioner.__init__(self, *sizes, dropout, **soft)
+        paper = dict(lambda_r=lambda_r, lambda_e=lambda_e, p_expected=p_expected)
+        paper["baseline_decay"] = baseline_decay
+        coin = dict(expected_warmup=expected_warmup, p_expected_end=p_expected_end)
+        reads, self.objective = hard_rule(
+            inference, objective, marginal_k, credit, baseline_kind, **paper, **coin
         )
-        if inference is None:
-            inference = "marginal" if objective == "marginal" else "argmax"
-        self._init_rule(
-            lambda_r, lambda_e, p_expected, baseline_decay, inference
-        )  # the paper's options (notebook 07)
-        for name, value, allowed in (
-            ("baseline_kind", baseline_kind, self.BASELINES),
-            ("credit", credit, self.CREDITS),
-            ("objective", objective, self.OBJECTIVES),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, not {value!r}")
-        if marginal_k is not None and marginal_k < 1:
-            raise ValueError(
-                f"marginal_k must be at least 1 (or None for all locations), not {marginal_k}"
-            )
+        self._marginal_k = marginal_k  # the K of reads named 'marginal' later
+        self._init_rule(*paper.values(), reads)  # notebook 07's; `set_reads(reads)`
         if p_expected_end is not None and not 0.0 <= p_expected_end <= 1.0:
             raise ValueError(
                 f"p_expected_end must be a probability in [0, 1], not {p_expected_end}"
             )
-        self.baseline_kind, self.credit, self.objective, self.marginal_k = (
-            baseline_kind,
-            credit,
-            objective,
-            marginal_k,
-        )
         self.expected_warmup, self.p_expected_end = expected_warmup, p_expected_end
         self._init_warmup()  # train_steps (notebook 06)
-        self._reads, self._fit_marginal = (
-            None,
-            False,
-        )  # set only within `recording_reads` / a 'marginal' training loss
 
-    def _sampling(self) -> bool:
-        return self.training or self.inference == "sample" or self._reads is not None
-
-    def _marginal(self) -> bool:
-        return self._fit_marginal or (
-            self.inference == "marginal" and not self._sampling()
-        )
-
-    def read(self, alpha, t):
-        "As the paper's; 'sample' inference and `recording_reads` sample in eval mode too, the latter recording log α_t(s̃_t)."
-        r = self._rollout
-        if r is not None and r.s is not None:
-            return r.s[:, t]
-        if self._sampling():
-            s = sample_locations(alpha)
-        elif self.inference == "argmax":
-            s = alpha.argmax(-1)
-        else:
-            return None  # 'expected' (and 'marginal' outside its step)
-        if self._reads is not None:
-            self._reads.append(
-                alpha.gather(1, s[:, None]).squeeze(1).clamp_min(1e-30).log()
-            )
-        return s
-
-    @contextlib.contextmanager
-    def recording_reads(self):
-        "Within it, every location is sampled (also in eval mode) and appends log α_t(s_t) `(B,)` to the list it yields (self-critical training, notebook 12)."
-        self._reads = []
-        try:
-            yield self._reads
-        finally:
-            self._reads = None
-
-    def rollout(self, feats, captions, lengths, s=None, expected=None):
-        "The paper's `rollout`; with 'marginal' reads (and nothing given), teacher forcing by the per-step marginal."
-        if s is None and expected is None and self._marginal():
-            return (*marginal_forward(self, feats, captions), None)
-        return super().rollout(feats, captions, lengths, s, expected)
-
-    def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h_0, c_0, a, keys); for 'marginal' decoding, (h_0, c_0) as one candidate each, and what picks among candidates."
-        state = super().init_state(feats)
-        return (
-            marginal_init(self, state)
-            if self._marginal() and self._rollout is None
-            else state
-        )
-
-    def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step (the paper's model reading one location, or the per-step marginal over locations)."
-        return (
-            marginal_step(self, words, state)
-            if self._marginal()
-            else super().step(words, state)
-        )
+    def loss(self, feats, captions, lengths):
+        "Training: the objective's loss. Eval: word NLL with the read policy."
+        if not self.training:
+            return super().loss(feats, captions, lengths)
+        return self.objective.loss(self, feats, captions, lengths)
 
     def expected_share(self) -> float:
-        "P(an image reads Σ α a) at this step: `p_expected`, or linearly on to `p_expected_end` as `run_progress` goes 0 → 1."
+        """P(an image reads Σ α a) at this step: `p_expected`, or linearly on to
+        `p_expected_end` as `run_progress` goes 0 → 1."""
         if self.p_expected_end is None:
             return self.p_expected
-        return self.p_expected + (self.p_expected_end - self.p_expected) * min(
-            max(self.run_progress, 0.0), 1.0
-        )
+        done = min(max(self.run_progress, 0.0), 1.0)
+        return self.p_expected + (self.p_expected_end - self.p_expected) * done
+
+    @torch.no_grad()
+    def expected_reward(self, feats, captions, lengths, per_word=False):
+        """log p(y | a, ẑ_t = Σ α a) per caption `(B,)` (per word `(B, T)`),
+        without dropout: a baseline that does not depend on s̃."""
+        was = self.training
+        self.eval()
+        try:
+            every = torch.ones(len(feats), dtype=torch.bool, device=feats.device)
+            logits, _, _ = self.rollout(feats, captions, lengths, expected=every)
+        finally:
+            self.train(was)
+        word_logp = -word_nll(logits, captions, lengths)  # (B, T)
+        return word_logp if per_word else word_logp.sum(1)
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #marginalcode
-MARGINAL_CHUNK = (
-    2**24
-)  # logits 'marginal' decoding holds at once (64 MB in float32): N·K·V can be far more at paper sizes
-
-MARGINAL_STATIC = (
-    2,
-    3,
-    6,
-    7,
-)  # the per-image constants of the 'marginal' state: a, keys, a W_z, a L_zᵀ
+MARGINAL_CHUNK = 2**24  # logits held at once (64 MB in float32): N·K·V can be more
 
 
-def marginal_init(model: ExtendedHardAttentionCaptioner, state: tuple) -> tuple:
-    """'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row, `(N, 1, H)` each; what picks among candidates,
-    u `(N, 1, E)` and offset `(N, 1)`; and, once per image, what every candidate's read a_i contributes: a_i W_z `(B, L, 4H)`, L_z a_i `(B, L, E)`."""
+def marginal_init(model, state: tuple) -> tuple:
+    """'marginal' decoding state from (h_0, c_0, a, keys): one candidate per row,
+    h, c `(N, 1, H)`; what picks among candidates, u `(N, 1, E)` and offset
+    `(N, 1)`; and, once per image beside the keys, what each candidate's read a_i
+    adds: [keys, a_i W_z, L_z a_i] `(B, L, A + 4H + E)`, at the keys' place."""
     h, c, feats, keys = state
     W_zT = model._operands(feats)[0]
-    return (
-        h[:, None],
-        c[:, None],
-        feats,
-        keys,
-        h.new_zeros(h.shape[0], 1, model.L_o.in_features),
-        h.new_zeros(h.shape[0], 1),
-        feats @ W_zT,
-        feats @ model.L_z.weight.T,
-    )
+    tables = torch.cat([keys, feats @ W_zT, feats @ model.L_z.weight.T], -1)
+    u = h.new_zeros(h.shape[0], 1, model.L_o.in_features)
+    return h[:, None], c[:, None], feats, tables, u, h.new_zeros(h.shape[0], 1)
 
 
-def marginal_step(
-    model: ExtendedHardAttentionCaptioner, words: torch.Tensor, state: tuple
-):
-    """log Σ_{i ∈ top-K(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) `(N, V)`, the new state, and α_t `(N, L)`.
-    `words` (y_{t−1}) first commits s_{t−1} to its posterior mode among the previous step's candidates."""
-    hK, cK, feats, keys, u, offset, aW, aL = (
-        state  # (N, K', H) ×2, a, keys, (N, K', E), (N, K'), tables
-    )
+def marginal_step(model, words: torch.Tensor, state: tuple, k: int | None = None):
+    """log Σ_{i ∈ top-k(α_t)} α_ti p(y_t | y_<t, ŝ_<t, s_t = i, a) `(N, V)`, the
+    new state and α_t `(N, L)`. `words` (y_{t−1}) first commits s_{t−1} to its
+    posterior mode among the previous step's candidates."""
+    hK, cK, feats, tables, u, offset = state  # (N, K', H) ×2, a, tables, u, offset
+    H, E = hK.shape[-1], u.shape[-1]
+    keys, aW, aL = tables.split([tables.shape[-1] - 4 * H - E, 4 * H, E], -1)
     N, rows = words.shape[0], torch.arange(words.shape[0], device=words.device)
-    post = (u @ model.L_o.weight[words][:, :, None]).squeeze(
-        -1
-    ) + offset  # (N, K'): log α_i p(y_{t−1} | s = i), less b_y
+    w_y = model.L_o.weight[words][:, :, None]  # (N, E, 1)
+    post = (u @ w_y).squeeze(-1) + offset  # (N, K'): log α_i p(y_{t−1} | i) − b_y
     pick = post.argmax(1)  # ŝ_{t−1}
     h, c = hK[rows, pick], cK[rows, pick]  # (N, H)
     emb = model.embed(words)  # (N, E)
     alpha, _ = model.attention(keys, feats, h)  # (N, L)
-    K = (
-        alpha.shape[1]
-        if model.marginal_k is None
-        else min(model.marginal_k, alpha.shape[1])
-    )
+    K = alpha.shape[1] if k is None else min(k, alpha.shape[1])
     top, idx = alpha.topk(K, -1)  # (N, K)
     image = (rows // (N // feats.shape[0]))[:, None]  # (N, 1): each row's image
-    zW, zL = (
-        aW[image, idx],
-        aL[image, idx],
-    )  # (N, K, 4H), (N, K, E): the tables' rows, not z W_z again
-    if (
-        model.f_beta is not None
-    ):  # the scalar β gate, as in `context`: (β z) W = β (z W)
-        beta = torch.sigmoid(model.f_beta(h))[:, None]  # (N, 1, 1)
+    zW, zL = aW[image, idx], aL[image, idx]  # (N, K, 4H), (N, K, E): table rows
+    if model.f_beta is not None:  # the scalar β gate, as in `context`
+        beta = torch.sigmoid(model.f_beta(h))[:, None]  # (N, 1, 1): β (z W) = (β z) W
         zW, zL = zW * beta, zL * beta
     U_T = model._operands(feats)[1]
-    h_k, c_k = lstm_cell(
-        (model._input_gates(emb) + h @ U_T)[:, None] + zW, c[:, None]
-    )  # K steps from one state
-    u = (
-        emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias
-    )  # (N, K, E): the deep output's input
-    if model.training:
-        u = u * model.dropout(
-            u.new_ones(N, 1, u.shape[-1])
-        )  # training by the marginal: one dropout mask for the K reads
+    gates = (model._input_gates(emb) + h @ U_T)[:, None] + zW
+    h_k, c_k = lstm_cell(gates, c[:, None])  # K steps from one state
+    u = emb[:, None] + model.L_h(h_k) + zL + model.L_z.bias  # (N, K, E)
+    if model.training:  # training by the marginal: one dropout mask for K reads
+        u = u * model.dropout(u.new_ones(N, 1, u.shape[-1]))
     log_a = top.clamp_min(torch.finfo(top.dtype).tiny).log()  # (N, K)
-    per = max(
-        1, MARGINAL_CHUNK // (N * model.L_o.out_features)
-    )  # candidates whose logits are held at once
+    per = max(1, MARGINAL_CHUNK // (N * model.L_o.out_features))
     mix, offsets = None, []
-    for k in range(0, K, per):
-        logits = model.L_o(u[:, k : k + per])  # (N, k', V)
-        off = log_a[:, k : k + per] - logits.logsumexp(
-            -1
-        )  # log α_i − log Σ_v exp(logit_iv)
-        part = (off[..., None] + logits).logsumexp(
-            1
-        )  # log Σ_i α_i p(y_t | s_t = i), over these i
+    for j in range(0, K, per):  # `per` candidates' logits at a time
+        logits = model.L_o(u[:, j : j + per])  # (N, k', V)
+        off = log_a[:, j : j + per] - logits.logsumexp(-1)  # log α_i − log Σ_v e^…
+        part = (off[..., None] + logits).logsumexp(1)  # log Σ_i α_i p(y_t | i)
         mix = part if mix is None else torch.logaddexp(mix, part)
         offsets.append(off)
-    return mix, (h_k, c_k, feats, keys, u, torch.cat(offsets, 1), aW, aL), alpha
+    return mix, (h_k, c_k, feats, tables, u, torch.cat(offsets, 1)), alpha
 
 
-def marginal_forward(
-    model: ExtendedHardAttentionCaptioner, feats: torch.Tensor, captions: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    "Teacher forcing with 'marginal' inference: `step` along the given words. Log-probabilities `(B, T, V)` (as logits), α `(B, T, L)`."
-    state, out = model.init_state(feats), []
+def marginal_forward(model, feats: torch.Tensor, captions: torch.Tensor, k=None):
+    """Teacher forcing by the per-step marginal over the top-`k` locations:
+    log-probabilities `(B, T, V)` (as logits) and α `(B, T, L)`."""
+    state = marginal_init(model, HardAttentionCaptioner.init_state(model, feats))
+    out = []
     for t in range(captions.shape[1] - 1):
-        lp, state, a = model.step(captions[:, t], state)
+        lp, state, a = marginal_step(model, captions[:, t], state, k)
         out.append((lp, a))
     return torch.stack([o[0] for o in out], 1), torch.stack([o[1] for o in out], 1)
