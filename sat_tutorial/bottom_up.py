@@ -15,13 +15,14 @@ import torch
 import torch.nn as nn
 
 # %% auto #0
-__all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'read_bottom_up_tsv', 'load_bottom_up_npz']
+__all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'read_bottom_up_tsv']
 
 # %% ../nbs/11b_bottom_up.ipynb #1316111d
 def load_detector(
     weights="DEFAULT", name: str = "fasterrcnn_resnet50_fpn", **kwargs
 ) -> nn.Module:
-    "A torchvision detector in eval mode; `weights`: 'DEFAULT' or a weights name (torchvision cache), a state-dict file, or None (random)."
+    """A torchvision detector in eval mode; `weights`: 'DEFAULT' or a weights name
+    (torchvision cache), a state-dict file, or None (random)."""
     import torchvision
 
     kw = {
@@ -45,7 +46,8 @@ def load_detector(
     enum = torchvision.models.get_model_weights(name)
     if str(weights) != "DEFAULT" and str(weights) not in enum.__members__:
         raise ValueError(
-            f"unknown {name} weights {weights!r}: use 'DEFAULT', one of {list(enum.__members__)}, a state-dict file or None"
+            f"unknown {name} weights {weights!r}: use 'DEFAULT', one of "
+            f"{list(enum.__members__)}, a state-dict file or None"
         )
     w = enum.DEFAULT if str(weights) == "DEFAULT" else enum[str(weights)]
     try:
@@ -53,8 +55,11 @@ def load_detector(
     except Exception as e:  # offline: URLError; a truncated cache file: RuntimeError
         file = Path(w.url).name
         raise FileNotFoundError(
-            f"could not load the {name} weights {w} ({type(e).__name__}: {e}). Without a network, put "
-            f"{file} (from {w.url}) at {Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a state-dict file"
+            f"could not load the {name} weights {w} ({type(e).__name__}: {e}). "
+            "Without a network, put "
+            f"{file} (from {w.url}) at "
+            f"{Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a "
+            "state-dict file"
         ) from None
 
 
@@ -65,7 +70,8 @@ def detect_regions(
     n_regions: int = 36,
     iou: float = 0.3,
 ) -> torch.Tensor:
-    "The `n_regions` most confident boxes `(B, R, 4)` per image (`(3, H, W)`, values in [0, 1]), duplicates removed, padded with the whole image."
+    """The `n_regions` most confident boxes `(B, R, 4)` per image (`(3, H, W)`, values
+    in [0, 1]), duplicates removed, padded with the whole image."""
     from torchvision.ops import nms
 
     detector.eval()
@@ -87,9 +93,8 @@ class RegionFeatures:
     "Precomputed bottom-up features of one image."
 
     image_id: str
-    boxes: (
-        np.ndarray | None
-    )  # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
+    # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
+    boxes: np.ndarray | None
     features: np.ndarray  # (R, D)
     image_w: int | None = None
     image_h: int | None = None
@@ -112,7 +117,8 @@ def _b64_rows(s: str, rows: int, what: str, where: str) -> np.ndarray:
 
 
 def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
-    "Stream the images of a bottom-up-attention TSV file (fields `TSV_FIELDS`, arrays as base64 float32)."
+    """Stream the images of a bottom-up-attention TSV file (fields `TSV_FIELDS`, arrays
+    as base64 float32)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"feature file {path} does not exist")
@@ -124,13 +130,15 @@ def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
             where = f"{path}, line {n}"
             if len(row) < len(TSV_FIELDS):
                 raise ValueError(
-                    f"{where}: {len(row)} tab-separated fields, expected {len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})"
+                    f"{where}: {len(row)} tab-separated fields, expected "
+                    f"{len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})"
                 )
             try:
                 w, h, k = (int(s) for s in row[1:4])
             except ValueError:
                 raise ValueError(
-                    f"{where}: image_w, image_h, num_boxes must be integers, got {row[1:4]}"
+                    f"{where}: image_w, image_h, num_boxes must be integers, got "
+                    f"{row[1:4]}"
                 ) from None
             boxes, feats = (
                 _b64_rows(row[4], k, "boxes", where),
@@ -141,46 +149,3 @@ def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
                     f"{where}: {boxes.shape[1]} numbers per box, expected 4"
                 )
             yield RegionFeatures(row[0], boxes, feats, w, h)
-
-
-def load_bottom_up_npz(path) -> RegionFeatures:
-    "One image's features from an .npz: `x` or `feat` `(R, D)` (or `(D, R)`), and `bbox` `(R, 4)` where present."
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"feature file {path} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
-        raise ValueError(
-            f"{path} is not a readable .npz file ({type(e).__name__}: {e})"
-        ) from None
-    key = next((k for k in ("x", "feat", "features") if k in arrays), None)
-    if key is None:
-        raise ValueError(
-            f"{path}: no feature array 'x' or 'feat' (it holds {sorted(arrays)})"
-        )
-    feats, boxes = (
-        arrays[key].astype(np.float32),
-        arrays.get("bbox", arrays.get("boxes")),
-    )
-    if feats.ndim != 2:
-        raise ValueError(f"{path}: '{key}' has shape {feats.shape}, expected (R, D)")
-    if boxes is not None:
-        boxes = boxes.astype(np.float32)
-        if boxes.ndim != 2 or boxes.shape[1] != 4:
-            raise ValueError(f"{path}: 'bbox' has shape {boxes.shape}, expected (R, 4)")
-        if feats.shape[0] != len(boxes) and feats.shape[1] == len(boxes):
-            feats = feats.T  # stored (D, R)
-        if feats.shape[0] != len(boxes):
-            raise ValueError(
-                f"{path}: {len(boxes)} boxes but '{key}' has shape {feats.shape}"
-            )
-    size = {
-        k: int(arrays[k])
-        for k in ("image_w", "image_h")
-        if k in arrays and arrays[k].size == 1
-    }
-    return RegionFeatures(
-        path.stem, boxes, feats, size.get("image_w"), size.get("image_h")
-    )

@@ -27,14 +27,13 @@ from sat_tutorial.hard_attention_beyond import (
     ArgmaxReads,
     ExpectedReads,
     ExtendedHardAttentionCaptioner,
-    Marginal,
-    MarginalReads,
     Reinforce,
     RewardToGo,
     SampledReads,
     credited_surrogate,
     rewards_to_go,
 )
+from sat_tutorial.hard_attention_marginal import Marginal, MarginalReads
 from sat_tutorial.soft_attention import StepOperand, caption_nll, target_mask, word_nll
 
 Extended = ExtendedHardAttentionCaptioner
