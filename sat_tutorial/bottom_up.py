@@ -15,7 +15,7 @@ import torch
 import torch.nn as nn
 
 # %% auto #0
-__all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'read_bottom_up_tsv']
+__all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'read_bottom_up_tsv', 'load_bottom_up_npz']
 
 # %% ../nbs/11b_bottom_up.ipynb #1316111d
 def load_detector(
@@ -149,3 +149,47 @@ def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
                     f"{where}: {boxes.shape[1]} numbers per box, expected 4"
                 )
             yield RegionFeatures(row[0], boxes, feats, w, h)
+
+# %% ../nbs/11b_bottom_up.ipynb #bunpz
+def load_bottom_up_npz(path) -> RegionFeatures:
+    """One image's features from an .npz: `x` or `feat` `(R, D)` (or `(D, R)`), and
+    `bbox` `(R, 4)` where present."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"feature file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+        raise ValueError(
+            f"{path} is not a readable .npz file ({type(e).__name__}: {e})"
+        ) from None
+    key = next((k for k in ("x", "feat", "features") if k in arrays), None)
+    if key is None:
+        raise ValueError(
+            f"{path}: no feature array 'x' or 'feat' (it holds {sorted(arrays)})"
+        )
+    feats, boxes = (
+        arrays[key].astype(np.float32),
+        arrays.get("bbox", arrays.get("boxes")),
+    )
+    if feats.ndim != 2:
+        raise ValueError(f"{path}: '{key}' has shape {feats.shape}, expected (R, D)")
+    if boxes is not None:
+        boxes = boxes.astype(np.float32)
+        if boxes.ndim != 2 or boxes.shape[1] != 4:
+            raise ValueError(f"{path}: 'bbox' has shape {boxes.shape}, expected (R, 4)")
+        if feats.shape[0] != len(boxes) and feats.shape[1] == len(boxes):
+            feats = feats.T  # stored (D, R)
+        if feats.shape[0] != len(boxes):
+            raise ValueError(
+                f"{path}: {len(boxes)} boxes but '{key}' has shape {feats.shape}"
+            )
+    size = {
+        k: int(arrays[k])
+        for k in ("image_w", "image_h")
+        if k in arrays and arrays[k].size == 1
+    }
+    return RegionFeatures(
+        path.stem, boxes, feats, size.get("image_w"), size.get("image_h")
+    )
