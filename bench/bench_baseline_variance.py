@@ -89,7 +89,7 @@ def main(argv=None):
         for r in recs[args.split]
         for c in r.captions
     ]
-    per_step = model.credit == "reward_to_go"
+    per_step = model.objective.per_step
     b = float(model.baseline)  # the moving average: per word with rtg, else per caption
     G0, B0ma, B0ex, Gt, Btma, Btex, n_words = [], [], [], [], [], [], 0
     model.train()  # sampled locations and dropout, as in a training step
@@ -104,11 +104,11 @@ def main(argv=None):
             word = -word_nll(logits, caps, lengths)  # (B, T) log p(y_t | ·, s̃)
             mask = target_mask(caps, lengths)
             G = rewards_to_go(word)  # (B, T) G_t
-            bma = model.baseline_values(
-                feats, caps, lengths, "moving_average"
+            bma = model.objective.baseline_values(
+                model, feats, caps, lengths, "moving_average"
             )  # what the model's `loss` subtracts:
-            bex = model.baseline_values(
-                feats, caps, lengths, "expected"
+            bex = model.objective.baseline_values(
+                model, feats, caps, lengths, "expected"
             )  # (B, T) with reward-to-go credit, else per caption
             G0.append(G[:, 0])
             n_words += int(mask.sum())
@@ -129,7 +129,7 @@ def main(argv=None):
         "split": args.split,
         "captions": len(G0),
         "words": n_words,
-        "credit": model.credit,
+        "credit": model.objective.credit,
         "moving_average": b,
         "caption": {
             "none": stats(G0, G0, torch.zeros_like(G0)),

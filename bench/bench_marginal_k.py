@@ -1,11 +1,15 @@
-"""Hard attention decoded by the per-step marginal over its K most probable locations (notebook 07, `marginal_k`):
-choose K on the validation scenes, then report the test scenes with that K only.
+"""Hard attention decoded by the per-step marginal over its K most probable locations
+(notebook 07b, `MarginalReads(k)`): choose K on the validation scenes, then report the
+test scenes with that K only.
 
-For each hard-attention checkpoint: decode the run's own validation scenes (the ones `fit` selected the checkpoint on)
-at beam 3 with every K of --ks ("all" = every location), keep the K with the highest validation CIDEr (ties: the
-smaller K, which decodes faster), then decode the 1,000 test scenes with argmax reads and with the chosen K.
+For each hard-attention checkpoint: decode the run's own validation scenes (the ones
+`fit` selected the checkpoint on) at beam 3 with every K of --ks ("all" = every
+location), keep the K with the highest validation CIDEr (ties: the smaller K, which
+decodes faster), then decode the 1,000 test scenes with argmax reads and with the
+chosen K.
 
-    .venv/bin/python bench/bench_marginal_k.py --threads 2 bench/out/once_seed0/scenes_hard_rtg/best.pt ...
+    .venv/bin/python bench/bench_marginal_k.py --threads 2 \
+        bench/out/once_seed0/scenes_hard_rtg/best.pt ...
 
 Prints a table and writes bench/out/marginal_k.json (or --out). Not run by CI.
 """
@@ -14,6 +18,7 @@ import argparse, json, os, platform, time
 
 import torch
 
+from sat_tutorial.hard_attention_beyond import MarginalReads
 from sat_tutorial.training import (
     evaluate,
     load_checkpoint_model,
@@ -25,8 +30,9 @@ from benchutil import write_json
 
 
 def decode(enc, m, vocab, cfg, recs, inference, k=None):
-    "BLEU-4, CIDEr, attention correctness and seconds of `recs` decoded at beam 3 with `inference` (and `marginal_k` = k)."
-    m.inference, m.marginal_k = inference, k
+    """BLEU-4, CIDEr, attention correctness and seconds of `recs` decoded at beam 3
+    with reads `inference` ('marginal': over the top k locations)."""
+    m.set_reads(MarginalReads(k) if inference == "marginal" else inference)
     t0 = time.perf_counter()
     met, _ = evaluate(
         enc,
@@ -73,7 +79,8 @@ def main():
         enc, m, vocab, cfg = load_checkpoint_model(path)
         if cfg.model != "hard":
             ap.error(
-                f"{path}: a {cfg.model!r} checkpoint; marginal decoding is for hard attention"
+                f"{path}: a {cfg.model!r} checkpoint; "
+                "marginal decoding is for hard attention"
             )
         recs = load_records(cfg)
         val = {
@@ -98,14 +105,19 @@ def main():
         }
         print(json.dumps(row), flush=True)
         rows.append(row)
-    hdr = f"{'seed':>4} {'val CIDEr by K':40} {'K':>4} {'test argmax B4/CIDEr':>21} {'test marginal B4/CIDEr':>23}"
+    hdr = (
+        f"{'seed':>4} {'val CIDEr by K':40} {'K':>4} {'test argmax B4/CIDEr':>21} "
+        f"{'test marginal B4/CIDEr':>23}"
+    )
     print(hdr)
     print("-" * len(hdr))
     for r in rows:
         v = " ".join(f"{k}:{x['cider']:.1f}" for k, x in r["val_by_k"].items())
         a, b = r["test_argmax"], r["test_marginal_chosen_k"]
         print(
-            f"{r['seed']:4d} {v:40} {str(r['chosen_k']):>4} {a['bleu4']:10.2f}/{a['cider']:6.1f}    {b['bleu4']:10.2f}/{b['cider']:6.1f}"
+            f"{r['seed']:4d} {v:40} {str(r['chosen_k']):>4} "
+            f"{a['bleu4']:10.2f}/{a['cider']:6.1f}    "
+            f"{b['bleu4']:10.2f}/{b['cider']:6.1f}"
         )
     meta = {
         "date": time.strftime("%Y-%m-%d %H:%M"),

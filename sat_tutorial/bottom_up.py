@@ -21,7 +21,8 @@ __all__ = ['TSV_FIELDS', 'load_detector', 'detect_regions', 'RegionFeatures', 'r
 def load_detector(
     weights="DEFAULT", name: str = "fasterrcnn_resnet50_fpn", **kwargs
 ) -> nn.Module:
-    "A torchvision detector in eval mode; `weights`: 'DEFAULT' or a weights name (torchvision cache), a state-dict file, or None (random)."
+    """A torchvision detector in eval mode; `weights`: 'DEFAULT' or a weights name
+    (torchvision cache), a state-dict file, or None (random)."""
     import torchvision
 
     kw = {
@@ -45,7 +46,8 @@ def load_detector(
     enum = torchvision.models.get_model_weights(name)
     if str(weights) != "DEFAULT" and str(weights) not in enum.__members__:
         raise ValueError(
-            f"unknown {name} weights {weights!r}: use 'DEFAULT', one of {list(enum.__members__)}, a state-dict file or None"
+            f"unknown {name} weights {weights!r}: use 'DEFAULT', one of "
+            f"{list(enum.__members__)}, a state-dict file or None"
         )
     w = enum.DEFAULT if str(weights) == "DEFAULT" else enum[str(weights)]
     try:
@@ -53,8 +55,11 @@ def load_detector(
     except Exception as e:  # offline: URLError; a truncated cache file: RuntimeError
         file = Path(w.url).name
         raise FileNotFoundError(
-            f"could not load the {name} weights {w} ({type(e).__name__}: {e}). Without a network, put "
-            f"{file} (from {w.url}) at {Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a state-dict file"
+            f"could not load the {name} weights {w} ({type(e).__name__}: {e}). "
+            "Without a network, put "
+            f"{file} (from {w.url}) at "
+            f"{Path(torch.hub.get_dir()) / 'checkpoints' / file}, or pass a "
+            "state-dict file"
         ) from None
 
 
@@ -65,7 +70,8 @@ def detect_regions(
     n_regions: int = 36,
     iou: float = 0.3,
 ) -> torch.Tensor:
-    "The `n_regions` most confident boxes `(B, R, 4)` per image (`(3, H, W)`, values in [0, 1]), duplicates removed, padded with the whole image."
+    """The `n_regions` most confident boxes `(B, R, 4)` per image (`(3, H, W)`, values
+    in [0, 1]), duplicates removed, padded with the whole image."""
     from torchvision.ops import nms
 
     detector.eval()
@@ -87,9 +93,8 @@ class RegionFeatures:
     "Precomputed bottom-up features of one image."
 
     image_id: str
-    boxes: (
-        np.ndarray | None
-    )  # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
+    # (R, 4) x0, y0, x1, y1 in pixels of the original image (None if the file has none)
+    boxes: np.ndarray | None
     features: np.ndarray  # (R, D)
     image_w: int | None = None
     image_h: int | None = None
@@ -112,7 +117,8 @@ def _b64_rows(s: str, rows: int, what: str, where: str) -> np.ndarray:
 
 
 def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
-    "Stream the images of a bottom-up-attention TSV file (fields `TSV_FIELDS`, arrays as base64 float32)."
+    """Stream the images of a bottom-up-attention TSV file (fields `TSV_FIELDS`, arrays
+    as base64 float32)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"feature file {path} does not exist")
@@ -124,13 +130,15 @@ def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
             where = f"{path}, line {n}"
             if len(row) < len(TSV_FIELDS):
                 raise ValueError(
-                    f"{where}: {len(row)} tab-separated fields, expected {len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})"
+                    f"{where}: {len(row)} tab-separated fields, expected "
+                    f"{len(TSV_FIELDS)} ({', '.join(TSV_FIELDS)})"
                 )
             try:
                 w, h, k = (int(s) for s in row[1:4])
             except ValueError:
                 raise ValueError(
-                    f"{where}: image_w, image_h, num_boxes must be integers, got {row[1:4]}"
+                    f"{where}: image_w, image_h, num_boxes must be integers, got "
+                    f"{row[1:4]}"
                 ) from None
             boxes, feats = (
                 _b64_rows(row[4], k, "boxes", where),
@@ -142,9 +150,10 @@ def read_bottom_up_tsv(path) -> Iterator[RegionFeatures]:
                 )
             yield RegionFeatures(row[0], boxes, feats, w, h)
 
-
+# %% ../nbs/11b_bottom_up.ipynb #bunpz
 def load_bottom_up_npz(path) -> RegionFeatures:
-    "One image's features from an .npz: `x` or `feat` `(R, D)` (or `(D, R)`), and `bbox` `(R, 4)` where present."
+    """One image's features from an .npz: `x` or `feat` `(R, D)` (or `(D, R)`), and
+    `bbox` `(R, 4)` where present."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"feature file {path} does not exist")

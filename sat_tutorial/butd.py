@@ -31,7 +31,7 @@ __all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show
 
 # %% ../nbs/11_butd.ipynb #paperbutd
 class PaperBUTDCaptioner(Captioner):
-    "The top-down captioner of Anderson et al. 2018 (§3.2) as the paper writes it: attention LSTM, attention over the regions, language LSTM."
+    "The top-down captioner of Anderson et al. 2018 (§3.2), eqs. 1–9 as written."
 
     static_state = (4, 5, 6)  # v, v̄, keys: once per image
 
@@ -46,91 +46,67 @@ class PaperBUTDCaptioner(Captioner):
         alpha_c: float = 0.0,
     ):
         super().__init__()
-        self.vocab_size, self.feature_dim, self.embed_dim, self.hidden_dim = (
-            vocab_size,
-            feature_dim,
-            embed_dim,
-            hidden_dim,
-        )
+        self.vocab_size, self.feature_dim = vocab_size, feature_dim
+        self.embed_dim, self.hidden_dim = embed_dim, hidden_dim
         self.alpha_c = alpha_c  # 0: the paper's plain cross-entropy
         self.embed = nn.Embedding(vocab_size, embed_dim)  # W_e (Π_t: the one-hot word)
-        self.att_lstm = nn.LSTMCell(
-            hidden_dim + feature_dim + embed_dim, hidden_dim
-        )  # LSTM¹ on x¹_t = [h²_{t−1}; v̄; W_e Π_t]
-        self.attention = SoftAttention(
-            feature_dim, hidden_dim, attention_dim
-        )  # W_va, W_ha, w_a
-        self.lang_lstm = nn.LSTMCell(
-            feature_dim + hidden_dim, hidden_dim
-        )  # LSTM² on x²_t = [v̂_t; h¹_t]
+        # LSTM¹ on x¹_t = [h²_{t−1}; v̄; W_e Π_t] (eqs. 1–2)
+        self.att_lstm = nn.LSTMCell(hidden_dim + feature_dim + embed_dim, hidden_dim)
+        self.attention = SoftAttention(feature_dim, hidden_dim, attention_dim)  # eq. 3
+        # LSTM² on x²_t = [v̂_t; h¹_t] (eq. 6)
+        self.lang_lstm = nn.LSTMCell(feature_dim + hidden_dim, hidden_dim)
         self.W_p = nn.Linear(hidden_dim, vocab_size)  # W_p, b_p
         self.dropout = nn.Dropout(dropout)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h¹, c¹, h², c², v, v̄, keys): zero LSTM states; v̄ and W_va v_i once per image."
+        "(h¹, c¹, h², c², v, v̄, keys): zero LSTMs; v̄ and W_va v_i once per image."
         zero = feats.new_zeros(feats.shape[0], self.hidden_dim)  # (B, H)
-        return (
-            zero,
-            zero,
-            zero,
-            zero,
-            feats,
-            feats.mean(1),
-            self.attention.keys(feats),
-        )  # v̄ (B, D), keys (B, R, A)
+        keys = self.attention.keys(feats)  # W_va v_i (B, R, A); v̄ (B, D) below
+        return zero, zero, zero, zero, feats, feats.mean(1), keys
 
     def _recurrence(self, w_e: torch.Tensor, state: tuple):
-        "One step for N = k·B rows (an image's k rows together) from W_e Π_t `(N, E)`: the new state and α_t `(N, R)`."
+        """One step for N = k·B rows (an image's k rows together) from W_e Π_t
+        `(N, E)`: the new state and α_t `(N, R)`."""
         h1, c1, h2, c2, v, v_bar, keys = state
-        v_bar_rows = v_bar.repeat_interleave(
-            len(h2) // len(v_bar), 0
-        )  # (N, D): each row its image's v̄
-        x1 = torch.cat(
-            [h2, v_bar_rows, w_e], 1
-        )  # x¹_t = [h²_{t−1}; v̄; W_e Π_t]   (N, H + D + E)
-        h1, c1 = self.att_lstm(x1, (h1, c1))  # h¹_t   (N, H)
-        alpha, v_hat = self.attention(
-            keys, v, h1
-        )  # α_t (N, R); v̂_t = Σ_i α_{i,t} v_i (N, D)
-        x2 = torch.cat([v_hat, h1], 1)  # x²_t = [v̂_t; h¹_t]   (N, D + H)
-        h2, c2 = self.lang_lstm(x2, (h2, c2))  # h²_t   (N, H)
+        v_bar_rows = v_bar.repeat_interleave(len(h2) // len(v_bar), 0)  # (N, D)
+        x1 = torch.cat([h2, v_bar_rows, w_e], 1)  # eq. 2: x¹_t (N, H + D + E)
+        h1, c1 = self.att_lstm(x1, (h1, c1))  # eq. 1: h¹_t (N, H)
+        # eqs. 3–5: α_t (N, R) and v̂_t = Σ_i α_{i,t} v_i (N, D)
+        alpha, v_hat = self.attention(keys, v, h1)
+        x2 = torch.cat([v_hat, h1], 1)  # eq. 6: x²_t = [v̂_t; h¹_t] (N, D + H)
+        h2, c2 = self.lang_lstm(x2, (h2, c2))  # eq. 1: h²_t (N, H)
         return (h1, c1, h2, c2, v, v_bar, keys), alpha
 
     def forward(
         self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
     ):
-        "Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T = captions.shape[1] − 1 steps."
+        "Teacher forcing: logits `(B, T, V)` and α `(B, T, R)`, T words per caption."
         dims = check_shape(feats, ("B", "R", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
-        state, w_e = (
-            self.init_state(feats),
-            self.embed(captions[:, :-1]),
-        )  # W_e Π_t for every step: (B, T, E)
+        state = self.init_state(feats)
+        w_e = self.embed(captions[:, :-1])  # W_e Π_t for every step: (B, T, E)
         h2s, alphas = [], []
         for t in range(w_e.shape[1]):
             state, alpha = self._recurrence(w_e[:, t], state)
             h2s.append(state[2])
             alphas.append(alpha)
-        return self.W_p(self.dropout(torch.stack(h2s, 1))), torch.stack(
-            alphas, 1
-        )  # W_p h²_t + b_p: (B, T, V); α (B, T, R)
+        logits = self.W_p(self.dropout(torch.stack(h2s, 1)))  # eq. 7's (B, T, V)
+        return logits, torch.stack(alphas, 1)  # α (B, T, R)
 
     def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t `(N, R)`."
+        "One decoding step: eq. 7's log p(y_t | y_{1:t−1}) `(N, V)`, the state, α_t."
         state, alpha = self._recurrence(self.embed(words), state)
         return self.W_p(self.dropout(state[2])).log_softmax(-1), state, alpha
 
     def loss(self, feats, captions, lengths):
-        "Mean word cross-entropy (+ `alpha_c` × the doubly stochastic penalty if asked), and stats."
+        "Eq. 9's cross-entropy per word (+ `alpha_c` × 06's penalty), and stats."
         logits, alpha = self(feats, captions, lengths)
         n_words = (lengths - 1).sum()
         loss = caption_nll(logits, captions, lengths).sum() / n_words
         stats = {"nll": float(loss.detach())}
         if self.alpha_c:
             pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-            loss = (
-                loss + self.alpha_c * pen.sum() / n_words
-            )  # per word, as in notebook 06
+            loss = loss + self.alpha_c * pen.sum() / n_words  # per word, as in 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
@@ -152,7 +128,8 @@ def scene_distractors(
     max_inside: float = 0.25,
     tries: int = 200,
 ) -> list[list[int]]:
-    "`n` boxes of background: at most `max_inside` of each one's area inside any object box, none a near-copy of another."
+    """`n` boxes of background: at most `max_inside` of each one's area inside any
+    object box, none a near-copy of another."""
     out = []
     for _ in range(n):
         for _ in range(tries):
@@ -173,11 +150,13 @@ def scene_distractors(
 def add_scene_regions(
     records: Sequence[ImageRecord], n_regions: int = 6, seed: int = 0
 ) -> list[ImageRecord]:
-    "Set `record.extra['regions']`: the objects' boxes plus distractors, `n_regions` in all, shuffled; the same in every call."
+    """Set `record.extra['regions']`: the objects' boxes plus distractors, `n_regions`
+    in all, shuffled; the same in every call."""
     for r in records:
         if "boxes" not in r.extra:
             raise ValueError(
-                f"{r.filename}: the record has no object 'boxes' (add_scene_regions is for scenes)"
+                f"{r.filename}: the record has no object 'boxes' (add_scene_regions "
+                "is for scenes)"
             )
         objs = [[int(v) for v in b] for b in r.extra["boxes"]]
         if len(objs) > n_regions:
@@ -200,7 +179,8 @@ def add_scene_regions(
 def show_region_attention(
     image, words: Sequence[str], attn, boxes, ncols: int = 6, title: str | None = None
 ):
-    "The image with its numbered region boxes, then one panel per word with each box drawn as strongly as that word's α on it."
+    """The image with its numbered region boxes, then one panel per word with each box
+    drawn as strongly as that word's α on it."""
     import matplotlib.pyplot as plt
     from matplotlib.patches import Rectangle
 
@@ -255,16 +235,19 @@ def show_region_attention(
 
 # %% ../nbs/11_butd.ipynb #fusedbutd
 class BUTDCaptioner(PaperBUTDCaptioner):
-    "`PaperBUTDCaptioner` with the per-caption constants computed once (the same parameters and function); what the command line trains."
+    """`PaperBUTDCaptioner` with the per-caption constants computed once (the same
+    parameters and function); what the command line trains."""
 
     def _att_weights(self):
-        "The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄, for W_e Π_t)."
+        """The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄,
+        for W_e Π_t)."""
         H, D = self.hidden_dim, self.feature_dim
         W = self.att_lstm.weight_ih  # (4H, H + D + E)
         return W[:, :H], W[:, H : H + D], W[:, H + D :]
 
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h¹, c¹, h², c², v, v̄-gates, keys): zero LSTM states, and once per image the v̄ part of x¹'s product and W_va v_i."
+        """(h¹, c¹, h², c², v, v̄-gates, keys): zero LSTM states, and once per image the
+        v̄ part of x¹'s product and W_va v_i."""
         B, H = feats.shape[0], self.hidden_dim
         gates_v = (
             feats.mean(1) @ self._att_weights()[1].T
@@ -272,24 +255,19 @@ class BUTDCaptioner(PaperBUTDCaptioner):
             + self.att_lstm.bias_hh
         )  # (B, 4H)
         zero = feats.new_zeros(B, H)
-        return (
-            zero,
-            zero,
-            zero,
-            zero,
-            feats,
-            gates_v,
-            self.attention.keys(feats),
-        )  # keys (B, R, A)
+        keys = self.attention.keys(feats)  # (B, R, A)
+        return zero, zero, zero, zero, feats, gates_v, keys
 
     def _word_gates(self, emb: torch.Tensor) -> torch.Tensor:
-        "The W_e Π_t part of the attention LSTM's pre-activations, for any leading shape `(…, E)` → `(…, 4H)`."
+        """The W_e Π_t part of the attention LSTM's pre-activations, for any leading
+        shape `(…, E)` → `(…, 4H)`."""
         return emb @ self._att_weights()[2].T
 
     def _recurrence(
         self, gates_w: torch.Tensor, state: tuple, W_h2T: torch.Tensor | None = None
     ):
-        "One step for N = k·B rows from the word gates `(N, 4H)`: the new state and α_t `(N, R)`."
+        """One step for N = k·B rows from the word gates `(N, 4H)`: the new state and
+        α_t `(N, R)`."""
         h1, c1, h2, c2, v, gates_v, keys = state
         if W_h2T is None:
             W_h2T = self._att_weights()[0].T  # (H, 4H)
@@ -305,13 +283,13 @@ class BUTDCaptioner(PaperBUTDCaptioner):
     def forward(
         self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
     ):
-        "Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T = captions.shape[1] − 1 steps."
+        """Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T =
+        captions.shape[1] − 1 steps."""
         dims = check_shape(feats, ("B", "R", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         state = self.init_state(feats)
-        gates_w = self._word_gates(
-            self.embed(captions[:, :-1])
-        )  # (B, T, 4H), all steps at once
+        # (B, T, 4H), all steps at once
+        gates_w = self._word_gates(self.embed(captions[:, :-1]))
         W_h2T = self._att_weights()[0].T  # sliced once per batch
         if self.step_grads_once:  # ∂/∂v, ∂/∂W_h2 formed once per batch (notebook 06)
             W_h2T, state = (
@@ -323,12 +301,11 @@ class BUTDCaptioner(PaperBUTDCaptioner):
             state, alpha = self._recurrence(gates_w[:, t], state, W_h2T)
             h2s.append(state[2])
             alphas.append(alpha)
-        logits = self.W_p(
-            self.dropout(torch.stack(h2s, 1))
-        )  # (B, T, V), one matmul for all steps
+        # (B, T, V), one matmul for all steps
+        logits = self.W_p(self.dropout(torch.stack(h2s, 1)))
         return logits, torch.stack(alphas, 1)
 
     def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t `(N, R)`."
+        "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t."
         state, alpha = self._recurrence(self._word_gates(self.embed(words)), state)
         return self.W_p(self.dropout(state[2])).log_softmax(-1), state, alpha

@@ -22,11 +22,13 @@ from sat_tutorial.soft_attention import (
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
-           'reinforce_surrogate', 'Reads', 'HardAttentionCaptioner', 'location_sequences', 'lower_bound_by_enumeration']
+           'reinforce_surrogate', 'Reads', 'HardReads', 'HardAttentionCaptioner', 'learning_rule_loss',
+           'location_sequences', 'lower_bound_by_enumeration']
 
 # %% ../nbs/07_hard_attention.ipynb #475bbdb6
 def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
-    "s̃ ~ Multinoulli(α) for each row of `alpha (B, L)`, by inverting the CDF with one uniform per row: `(B,)` indices."
+    """s̃ ~ Multinoulli(α) for each row of `alpha (B, L)`, by inverting the CDF with one
+    uniform per row: `(B,)` indices."""
     u = torch.rand(alpha.shape[0], 1, dtype=alpha.dtype, device=alpha.device)  # (B, 1)
     return (
         (alpha.detach().cumsum(-1) < u).sum(-1).clamp_max(alpha.shape[-1] - 1)
@@ -34,7 +36,8 @@ def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
 
 
 def hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor) -> torch.Tensor:
-    "ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per image: the annotation there, `(N, D)`."
+    """ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per
+    image: the annotation there, `(N, D)`."""
     if isinstance(
         feats, StepOperand
     ):  # teacher forcing: one-hot @ a, so ∂/∂a is formed once per batch
@@ -53,7 +56,8 @@ def hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor) -> torch.Te
 def location_log_probs(
     alpha: torch.Tensor, s: torch.Tensor, mask: torch.Tensor
 ) -> torch.Tensor:
-    "log α_{t,s_t} per step `(B, T)`, from α `(B, T, L)`, s `(B, T)` and the word mask `(B, T)`; 0 at padded steps."
+    """log α_{t,s_t} per step `(B, T)`, from α `(B, T, L)`, s `(B, T)` and the word mask
+    `(B, T)`; 0 at padded steps."""
     return alpha.gather(-1, s[..., None]).squeeze(-1).clamp_min(1e-30).log() * mask
 
 
@@ -65,7 +69,8 @@ def location_log_prob(
 
 
 def attention_entropy(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    "H[s] = −Σ_t Σ_i α_ti log α_ti per caption `(B,)`, over the real-word steps of `mask (B, T)`."
+    """H[s] = −Σ_t Σ_i α_ti log α_ti per caption `(B,)`, over the real-word steps of
+    `mask (B, T)`."""
     return (-torch.xlogy(alpha, alpha).sum(-1) * mask).sum(1)  # (B, T) -> (B,)
 
 # %% ../nbs/07_hard_attention.ipynb #a08cea76
@@ -78,7 +83,8 @@ def reinforce_surrogate(
     lambda_r: float = 1.0,
     lambda_e: float = 0.0,
 ) -> torch.Tensor:
-    "Per caption ℓ = log p(y|s̃,a) + λ_r·sg[log p(y|s̃,a) − b]·log p(s̃|a) + λ_e·H[s̃] `(B,)`; its gradient is the learning rule."
+    """Per caption ℓ = log p(y|s̃,a) + λ_r·sg[log p(y|s̃,a) − b]·log p(s̃|a) + λ_e·H[s̃]
+    `(B,)`; its gradient is the learning rule."""
     advantage = (
         log_py.detach() - b
     ) * sampled  # (B,) sg[·]: a constant; 0 where the expected α was read
@@ -87,15 +93,81 @@ def reinforce_surrogate(
 # %% ../nbs/07_hard_attention.ipynb #hardreads
 @dataclass
 class Reads:
-    "What one `rollout` reads: given locations `s (B, T)` or None, the images that read Σ α a `expected (B,)` or None, and the trace of s_t."
+    """What one `rollout` reads: given locations `s (B, T)` or None, the images that
+    read Σ α a `expected (B,)` or None, and the trace of s_t."""
 
     s: torch.Tensor | None = None
     expected: torch.Tensor | None = None
     trace: list = field(default_factory=list)
 
+# %% ../nbs/07_hard_attention.ipynb #hardreadsclass
+class HardReads(SoftAttentionCaptioner):
+    """Eqs. (8)–(9) inside the soft model's decoder: `read` picks s_t, `context`
+    returns a_{s_t}, and `rollout` forces or records the locations."""
+
+    _rollout = None  # a `Reads`, only inside `rollout`
+    inference = "argmax"  # how eval mode reads (`HardAttentionCaptioner.set_reads`)
+
+    def read(self, alpha: torch.Tensor, t: int | None):
+        """s_t `(B,)`: given, s̃_t ~ Multinoulli(α_t) in training, argmax_i α_ti in
+        eval; None: read Σ α a ('expected')."""
+        r = self._rollout
+        if r is not None and r.s is not None:
+            return r.s[:, t]
+        if self.training:
+            return sample_locations(alpha)
+        return alpha.argmax(-1) if self.inference == "argmax" else None
+
+    def context(self, alpha, z, feats, h, t=None):
+        """ẑ_t = a_{s_t}; the soft Σ α a (`z`) for the images picked to read the
+        expected context."""
+        s = self.read(alpha, t)
+        if s is None:
+            return super().context(alpha, z, feats, h, t)
+        z_s = hard_context(feats, s)  # (B, D)
+        r = self._rollout
+        if r is not None:
+            r.trace.append(s)
+            if r.expected is not None:
+                z_s = torch.where(r.expected[:, None], z, z_s)
+        return super().context(alpha, z_s, feats, h, t)
+
+    def rollout(
+        self,
+        feats,
+        captions,
+        lengths,
+        s: torch.Tensor | None = None,
+        expected: torch.Tensor | None = None,
+    ):
+        """Teacher forcing that also returns the locations read, `(B, T)` (None when
+        none was: 'expected' inference)."""
+        BT = (feats.shape[0], captions.shape[1] - 1)
+        if s is not None and tuple(s.shape) != BT:
+            raise ValueError(f"s must be (B, T) = {BT}, got {tuple(s.shape)}")
+        self._rollout = r = Reads(s, expected)
+        try:
+            logits, alpha = super().forward(feats, captions, lengths)
+        finally:
+            self._rollout = None
+        return logits, alpha, (torch.stack(r.trace, 1) if r.trace else None)
+
+    def forward(
+        self,
+        feats,
+        captions,
+        lengths,
+        s: torch.Tensor | None = None,
+        expected: torch.Tensor | None = None,
+    ):
+        """Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by
+        `s (B, T)`, or by `inference`."""
+        return self.rollout(feats, captions, lengths, s, expected)[:2]
+
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
-class HardAttentionCaptioner(SoftAttentionCaptioner):
-    "Show, Attend and Tell with stochastic hard attention, trained by the learning rule of Xu et al. 2015, §4.1."
+class HardAttentionCaptioner(HardReads):
+    """Show, Attend and Tell with stochastic hard attention, trained by the learning
+    rule of Xu et al. 2015, §4.1."""
 
     INFERENCE = (
         "argmax",
@@ -129,75 +201,29 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         self._init_rule(lambda_r, lambda_e, p_expected, baseline_decay, inference)
 
     def _init_rule(self, lambda_r, lambda_e, p_expected, baseline_decay, inference):
-        if inference not in self.INFERENCE:
-            raise ValueError(
-                f"inference must be one of {self.INFERENCE}, not {inference!r}"
-            )
         if not 0.0 <= p_expected <= 1.0:
             raise ValueError(
                 f"p_expected must be a probability in [0, 1], not {p_expected}"
             )
         self.lambda_r, self.lambda_e, self.p_expected = lambda_r, lambda_e, p_expected
-        self.baseline_decay, self.inference = baseline_decay, inference
+        self.baseline_decay = baseline_decay
         self.register_buffer("baseline", torch.zeros(()))  # b_k, saved with the weights
         self.register_buffer("baseline_steps", torch.zeros((), dtype=torch.long))  # k
-        self._rollout = None  # a `Reads`, only inside `rollout`
+        self.set_reads(inference)
 
-    def read(self, alpha: torch.Tensor, t: int | None):
-        "s_t `(B,)`: given, s̃_t ~ Multinoulli(α_t) in training, argmax_i α_ti in eval; None: read Σ α a ('expected')."
-        r = self._rollout
-        if r is not None and r.s is not None:
-            return r.s[:, t]
-        if self.training:
-            return sample_locations(alpha)
-        return alpha.argmax(-1) if self.inference == "argmax" else None
-
-    def context(self, alpha, z, feats, h, t=None):
-        "ẑ_t = a_{s_t}; the soft Σ α a (`z`) for the images picked to read the expected context."
-        s = self.read(alpha, t)
-        if s is None:
-            return super().context(alpha, z, feats, h, t)
-        z_s = hard_context(feats, s)  # (B, D)
-        r = self._rollout
-        if r is not None:
-            r.trace.append(s)
-            if r.expected is not None:
-                z_s = torch.where(r.expected[:, None], z, z_s)
-        return super().context(alpha, z_s, feats, h, t)
-
-    def rollout(
-        self,
-        feats,
-        captions,
-        lengths,
-        s: torch.Tensor | None = None,
-        expected: torch.Tensor | None = None,
-    ):
-        "Teacher forcing that also returns the locations read, `(B, T)` (None when none was: 'expected' inference)."
-        BT = (feats.shape[0], captions.shape[1] - 1)
-        if s is not None and tuple(s.shape) != BT:
-            raise ValueError(f"s must be (B, T) = {BT}, got {tuple(s.shape)}")
-        self._rollout = r = Reads(s, expected)
-        try:
-            logits, alpha = super().forward(feats, captions, lengths)
-        finally:
-            self._rollout = None
-        return logits, alpha, (torch.stack(r.trace, 1) if r.trace else None)
-
-    def forward(
-        self,
-        feats,
-        captions,
-        lengths,
-        s: torch.Tensor | None = None,
-        expected: torch.Tensor | None = None,
-    ):
-        "Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by `s (B, T)`, or by `inference`."
-        return self.rollout(feats, captions, lengths, s, expected)[:2]
+    def set_reads(self, reads: str) -> None:
+        """How eval mode reads: 'argmax' (the most probable location) or 'expected' (Σ α
+        a)."""
+        if reads not in self.INFERENCE:
+            raise ValueError(
+                f"inference (reads) must be one of {self.INFERENCE}, not {reads!r}"
+            )
+        self.inference = reads
 
     @torch.no_grad()
     def update_baseline(self, reward: float) -> None:
-        "b_k = d·b_{k−1} + (1 − d)·reward with d = `baseline_decay` (0.9); the first update sets b = reward."
+        """b_k = d·b_{k−1} + (1 − d)·reward with d = `baseline_decay` (0.9); the first
+        update sets b = reward."""
         if self.baseline_steps == 0:
             self.baseline.fill_(reward)
         else:
@@ -207,43 +233,46 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
         self.baseline_steps += 1
 
     def loss(self, feats, captions, lengths):
-        "Training: −Σ ℓ(s̃)/#words, the surrogate of the learning rule (updates b). Eval: word NLL with `inference`."
-        mask = target_mask(captions, lengths)  # (B, T)
-        n_words = mask.sum()
-        if not self.training:
-            logits, alpha = self(feats, captions, lengths)
-            nll = caption_nll(logits, captions, lengths).sum() / n_words
-            return nll, {"nll": float(nll.detach())}
-        expected = (
-            torch.rand(feats.shape[0], device=feats.device) < self.p_expected
-        )  # (B,): one coin per image
-        logits, alpha, s = self.rollout(feats, captions, lengths, expected=expected)
-        log_py = -word_nll(logits, captions, lengths).sum(1)  # (B,) log p(y | s̃, a)
-        log_ps = location_log_prob(alpha, s, mask)  # (B,) log p(s̃ | a)
-        H = attention_entropy(alpha, mask)  # (B,) H[s̃]
-        sampled = (~expected).to(log_py.dtype)  # 0 where Σ α a was read
-        b = self.baseline.to(
-            log_py.dtype, copy=True
-        )  # b_{k−1}, apart from the update below
-        loss = (
-            -reinforce_surrogate(
-                log_py, log_ps, H, b, sampled, self.lambda_r, self.lambda_e
-            ).sum()
-            / n_words
-        )
-        n_sampled = sampled.sum()
-        if n_sampled > 0:
-            self.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
-        return loss, {
-            "nll": float(-log_py.detach().sum() / n_words),
-            "entropy": float(H.detach().sum() / n_words),
-            "baseline": float(b),
-            "expected": float(expected.float().mean()),
-        }
+        """Training: `learning_rule_loss`, −Σ ℓ(s̃)/#words (updates b). Eval: the
+        word NLL with `inference`."""
+        if self.training:
+            return learning_rule_loss(self, feats, captions, lengths)
+        logits, alpha = self(feats, captions, lengths)
+        n_words = target_mask(captions, lengths).sum()
+        nll = caption_nll(logits, captions, lengths).sum() / n_words
+        return nll, {"nll": float(nll.detach())}
+
+# %% ../nbs/07_hard_attention.ipynb #hardloss
+def learning_rule_loss(model: HardAttentionCaptioner, feats, captions, lengths):
+    """The loss whose gradient is the final learning rule: −Σ ℓ(s̃)/#words, with the
+    coin, the baseline b_{k−1} and the entropy term; updates b."""
+    mask = target_mask(captions, lengths)  # (B, T)
+    n_words = mask.sum()
+    coin = torch.rand(feats.shape[0], device=feats.device)  # (B,): one per image
+    expected = coin < model.p_expected
+    logits, alpha, s = model.rollout(feats, captions, lengths, expected=expected)
+    log_py = -word_nll(logits, captions, lengths).sum(1)  # (B,) log p(y | s̃, a)
+    log_ps = location_log_prob(alpha, s, mask)  # (B,) log p(s̃ | a)
+    H = attention_entropy(alpha, mask)  # (B,) H[s̃]
+    sampled = (~expected).to(log_py.dtype)  # 0 where Σ α a was read
+    b = model.baseline.to(log_py.dtype, copy=True)  # b_{k−1}, apart from the update
+    lambdas = model.lambda_r, model.lambda_e
+    ell = reinforce_surrogate(log_py, log_ps, H, b, sampled, *lambdas)
+    loss = -ell.sum() / n_words
+    n_sampled = sampled.sum()
+    if n_sampled > 0:
+        model.update_baseline(float((log_py.detach() * sampled).sum() / n_sampled))
+    return loss, {
+        "nll": float(-log_py.detach().sum() / n_words),
+        "entropy": float(H.detach().sum() / n_words),
+        "baseline": float(b),
+        "expected": float(expected.float().mean()),
+    }
 
 # %% ../nbs/07_hard_attention.ipynb #e7d1a5c6
 def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
-    "All L^n_steps location sequences `(L**n_steps, T)`, padded with location 0 after `n_steps` steps."
+    """All L^n_steps location sequences `(L**n_steps, T)`, padded with location 0 after
+    `n_steps` steps."""
     seqs = list(itertools.product(range(L), repeat=n_steps))
     return torch.tensor(
         [list(q) + [0] * (T - n_steps) for q in seqs], dtype=torch.long
@@ -253,7 +282,8 @@ def location_sequences(n_steps: int, L: int, T: int) -> torch.Tensor:
 def lower_bound_by_enumeration(
     model: HardAttentionCaptioner, feats, captions, lengths
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Exact L_s = Σ_s p(s|a) log p(y|s,a) and log p(y|a) `(B,)` by enumerating every location sequence (tiny models only)."
+    """Exact L_s = Σ_s p(s|a) log p(y|s,a) and log p(y|a) `(B,)` by enumerating every
+    location sequence (tiny models only)."""
     L, T = feats.shape[1], captions.shape[1] - 1
     bound, marginal = [], []
     for b in range(feats.shape[0]):

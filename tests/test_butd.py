@@ -207,7 +207,8 @@ def test_npz_loader_layouts_and_errors(tmp_path):
 
 
 def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
-    "`sat-tutorial train --model butd --data scenes` trains on region boxes, and evaluation grounds words over those regions."
+    """`sat-tutorial train --model butd --data scenes` trains on region boxes, and
+    evaluation grounds words over those regions."""
     from sat_tutorial.cli import main
     from sat_tutorial.training import (
         evaluate,
@@ -281,7 +282,8 @@ def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
 
 
 def test_checkpoint_layout_is_unchanged_and_the_paper_form_computes_the_same():
-    "Checkpoints written before the paper form existed load: the same parameter names and shapes; both forms agree in float64."
+    """Checkpoints written before the paper form existed load: the same parameter names
+    and shapes; both forms agree in float64."""
     m = BUTDCaptioner(11, 8, embed_dim=6, hidden_dim=7, attention_dim=5)
     assert [(k, tuple(v.shape)) for k, v in m.state_dict().items()] == [
         ("embed.weight", (11, 6)),

@@ -257,7 +257,7 @@ def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
 
 def test_reads_flag_for_hard_attention(tmp_path, capsys, monkeypatch):
     "`evaluate --reads marginal` decodes a hard-attention checkpoint by the per-step marginal (and argmax does not); on a soft checkpoint the flag is refused."
-    import sat_tutorial.hard_attention_beyond as ha
+    import sat_tutorial.hard_attention_marginal as ha
     from sat_tutorial.fit import fit
     from sat_tutorial.training import scenes_config
 

@@ -1,5 +1,7 @@
-"""Invariants of stochastic hard attention: the paper's model (notebook 07: sampler, protocol, determinism, baseline,
-estimator) and its options (notebook 07b: credit, baselines, warm-up, the coin's schedule, marginal reads)."""
+"""Invariants of stochastic hard attention: the paper's model (notebook 07: sampler,
+protocol, determinism, baseline,
+estimator) and its options (notebook 07b: credit, baselines, warm-up, the coin's
+schedule, marginal reads)."""
 
 import math
 
@@ -21,10 +23,17 @@ from sat_tutorial.hard_attention import (
     sample_locations,
 )
 from sat_tutorial.hard_attention_beyond import (
+    CREDITS,
+    ArgmaxReads,
+    ExpectedReads,
     ExtendedHardAttentionCaptioner,
+    Reinforce,
+    RewardToGo,
+    SampledReads,
     credited_surrogate,
     rewards_to_go,
 )
+from sat_tutorial.hard_attention_marginal import Marginal, MarginalReads
 from sat_tutorial.soft_attention import StepOperand, caption_nll, target_mask, word_nll
 
 Extended = ExtendedHardAttentionCaptioner
@@ -45,7 +54,8 @@ def small_model(cls=Extended, **kw):
 
 
 def test_sampler_frequencies():
-    # 20,000 draws from each of two distributions: Pearson's statistic is χ² with (#non-zero − 1) dof; p > 0.001
+    # 20,000 draws from each of two distributions: Pearson's statistic is χ² with
+    # (#non-zero − 1) dof; p > 0.001
     seed_everything(0)
     alpha = torch.tensor([[0.05, 0.1, 0.2, 0.3, 0.35], [0.6, 0.0, 0.1, 0.1, 0.2]])
     n = 20_000
@@ -76,7 +86,8 @@ def test_log_prob_and_entropy():
 
 
 def test_hard_context_with_step_operand():
-    "ẑ_t = a_{s_t} as a lookup; k rows (beams) per image; in teacher forcing (a `StepOperand`) the same values and gradient."
+    """ẑ_t = a_{s_t} as a lookup; k rows (beams) per image; in teacher forcing (a
+    `StepOperand`) the same values and gradient."""
     a = torch.randn(4, 5, 3)
     s, s2 = torch.tensor([0, 4, 2, 2]), torch.tensor([0, 4, 1, 1, 2, 3, 2, 0])
     assert torch.equal(
@@ -160,7 +171,8 @@ def test_eval_deterministic_and_step_replays_forward(cls, mode):
 
 @pytest.mark.parametrize("beta_gate", [False, True])
 def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(beta_gate):
-    "'marginal' decoding: step 0 is log Σ_i α_i p(y | s_0 = i) (each location forced), and marginal_k = 1 adds log max α to argmax reads."
+    """'marginal' decoding: step 0 is log Σ_i α_i p(y | s_0 = i) (each location forced),
+    and marginal_k = 1 adds log max α to argmax reads."""
     m, feats, caps, lengths = small_model(beta_gate=beta_gate)
     m.eval()
     B, T, L = 4, 6, 6
@@ -176,7 +188,7 @@ def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(bet
             1,
         )  # (B, L, V)
         argmax_lp = m(feats, caps, lengths)[0].log_softmax(-1)
-        m.inference = "marginal"
+        m.set_reads("marginal")
         lp = m(feats, caps, lengths)[0]
         torch.testing.assert_close(
             lp[:, 0],
@@ -187,7 +199,7 @@ def test_marginal_first_step_is_the_exact_mixture_and_k1_is_the_argmax_joint(bet
         torch.testing.assert_close(
             lp.exp().sum(-1), torch.ones(B, T), atol=1e-5, rtol=1e-5
         )  # K = L: a distribution
-        m.marginal_k = 1
+        m.set_reads(MarginalReads(1))
         alpha = m(feats, caps, lengths)[1]
         torch.testing.assert_close(
             m(feats, caps, lengths)[0],
@@ -241,14 +253,15 @@ def test_baseline_buffer(tmp_path, cls):
 
 @pytest.mark.parametrize("credit", ["caption", "reward_to_go"])
 def test_baseline_values_are_the_definitions(credit):
-    "What `loss` subtracts: b_{k−1} per caption, or b × the words from step t on; log p(y | a, Σ α a) per caption, or from step t on."
+    """What `loss` subtracts: b_{k−1} per caption, or b × the words from step t on; log
+    p(y | a, Σ α a) per caption, or from step t on."""
     m, feats, caps, lengths = small_model(credit=credit)
     m.baseline.fill_(-3.5)
     n_from = (lengths - 1)[:, None] - torch.arange(
         caps.shape[1] - 1
     )  # words from step t on (targets: T − 1)
-    ma = m.baseline_values(feats, caps, lengths, "moving_average")
-    ex = m.baseline_values(feats, caps, lengths, "expected")
+    ma = m.objective.baseline_values(m, feats, caps, lengths, "moving_average")
+    ex = m.objective.baseline_values(m, feats, caps, lengths, "expected")
     per_word = m.expected_reward(
         feats, caps, lengths, per_word=True
     )  # (B, T − 1), zero past each caption
@@ -265,14 +278,15 @@ def test_baseline_values_are_the_definitions(credit):
             ex[:, 0], per_word.sum(1)
         )  # b_0: the whole caption's
         torch.testing.assert_close(ex, per_word.flip(1).cumsum(1).flip(1))
-    m.baseline_kind = "expected"
-    assert torch.equal(m.baseline_values(feats, caps, lengths), ex)
+    m.objective = CREDITS[credit]("expected")
+    assert torch.equal(m.objective.baseline_values(m, feats, caps, lengths), ex)
     with pytest.raises(ValueError, match="kind must be one of"):
-        m.baseline_values(feats, caps, lengths, "average")
+        m.objective.baseline_values(m, feats, caps, lengths, "average")
 
 
 def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
-    "`expected_warmup=2`: two training steps with every image on Σ α a (loss = the soft model's), then sampling starts."
+    """`expected_warmup=2`: two training steps with every image on Σ α a (loss = the
+    soft model's), then sampling starts."""
     m, feats, caps, lengths = small_model(
         p_expected=0.0, lambda_e=0.0, expected_warmup=2
     )
@@ -308,7 +322,8 @@ def test_expected_warmup_reads_the_soft_context_and_leaves_the_baseline_alone():
 
 
 def tiny_hard_run(**model_kwargs):
-    "A 4-step scenes run of a tiny hard-attention model (no validation, no intermediate checkpoints)."
+    """A 4-step scenes run of a tiny hard-attention model (no validation, no
+    intermediate checkpoints)."""
     from sat_tutorial.training import scenes_config
 
     return scenes_config(
@@ -331,7 +346,8 @@ def tiny_hard_run(**model_kwargs):
 
 
 def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
-    "2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a warm-up of 3 that ends in between."
+    """2 steps, stop, 2 more give the weights (and baseline) of 4 straight, with a
+    warm-up of 3 that ends in between."""
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_checkpoint_model
 
@@ -360,7 +376,8 @@ def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
 
 
 def test_p_expected_end_moves_the_coin_with_run_progress():
-    "`p_expected_end`: P(image reads Σ α a) = p + (p_end − p)·run_progress; without it, run_progress changes nothing."
+    """`p_expected_end`: P(image reads Σ α a) = p + (p_end − p)·run_progress; without
+    it, run_progress changes nothing."""
     m, feats, caps, lengths = small_model(p_expected=0.5, lambda_e=0.0)
     m.run_progress = 0.7
     assert m.expected_share() == 0.5  # the paper's fixed coin
@@ -391,7 +408,8 @@ def test_p_expected_end_moves_the_coin_with_run_progress():
 
 
 def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypatch):
-    "`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more give the weights of 4 straight."
+    """`fit` sets run_progress = step / steps before each step; 2 steps, stop, 2 more
+    give the weights of 4 straight."""
     from sat_tutorial.fit import fit
 
     cfg = tiny_hard_run(p_expected=0.5, p_expected_end=0.0)
@@ -415,7 +433,8 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
 
-# --- the estimator against the exact gradient of L_s ---------------------------------------------------------
+# --- the estimator against the exact gradient of L_s
+# ---------------------------------------------------------
 
 
 def tiny_setup(cls=Extended, **kw):
@@ -449,8 +468,10 @@ def flat_grad(m):
 
 
 def exact_moments(m, f, c, l, b):
-    """Exact mean and covariance of the one-sequence-per-image gradient estimate of the loss, by enumeration.
-    `b`: one number (per caption; per word with `m.credit == "reward_to_go"`, then b_t = b × the words from t on),
+    """Exact mean and covariance of the one-sequence-per-image gradient estimate of the
+    loss, by enumeration.
+    `b`: one number (per caption; per word with a `RewardToGo` objective, then b_t = b ×
+    the words from t on),
     or a list with one baseline per image (a number, or `(T,)` per step)."""
     n_words = int((l - 1).sum())
     mean, cov = 0, 0
@@ -462,7 +483,7 @@ def exact_moments(m, f, c, l, b):
         mask, word_logp = target_mask(ci, li), -word_nll(logits, ci, li)
         log_py, log_ps = word_logp.sum(1), location_log_prob(alpha, S, mask)
         b_i = b[i] if isinstance(b, list) else b
-        if getattr(m, "credit", "caption") == "reward_to_go":
+        if getattr(getattr(m, "objective", None), "per_step", False):
             if not torch.is_tensor(b_i):
                 b_i = b_i * rewards_to_go(mask.to(f.dtype))
             ell = credited_surrogate(
@@ -507,7 +528,8 @@ def mc_mean(m, f, c, l, R, K):
 
 
 def chi2_test(err, cov, n):
-    "Whitened error in the range of the exact covariance: statistic, dof, p-value, and the max error outside it."
+    """Whitened error in the range of the exact covariance: statistic, dof, p-value, and
+    the max error outside it."""
     lam, U = torch.linalg.eigh(cov)
     keep = lam > 1e-13 * lam.max()
     U, lam = U[:, keep], lam[keep]
@@ -526,8 +548,10 @@ def chi2_test(err, cov, n):
     ],
 )
 def test_estimator_matches_enumeration(cls, kw):
-    # 5,000 copies of two images (10,000 sampled sequences). The error of the mean lies in the ≤ 34-dimensional range
-    # of the exact covariance; whitened it is χ²_r, so p > 0.001 fails a correct estimator 0.1% of the time. Per
+    # 5,000 copies of two images (10,000 sampled sequences). The error of the mean lies
+    # in the ≤ 34-dimensional range
+    # of the exact covariance; whitened it is χ²_r, so p > 0.001 fails a correct
+    # estimator 0.1% of the time. Per
     # coordinate: |error| < 4.5 SE (union bound over ~500 coordinates: ≤ 0.3%).
     m, f, c, l = tiny_setup(cls, **kw)
     g_exact = exact_gradient(m, f, c, l)
@@ -547,7 +571,8 @@ def test_estimator_matches_enumeration(cls, kw):
     assert (err[nz] / se[nz]).abs().max() < 4.5
     chi2, r, p, outside = chi2_test(err, cov, R * K)
     assert p > 1e-3 and outside < 1e-10, (chi2, r, p, outside)
-    # the same test rejects the pathwise-only gradient (no REINFORCE term) at this sample size
+    # the same test rejects the pathwise-only gradient (no REINFORCE term) at this
+    # sample size
     m.lambda_r = 0.0
     seed_everything(2)
     err0 = mc_mean(m, f, c, l, R, K) - g_exact
@@ -556,7 +581,8 @@ def test_estimator_matches_enumeration(cls, kw):
 
 
 def test_baseline_reduces_variance_not_mean():
-    "Exactly (enumeration), and through `loss` at b = 0 (notebook 07's Monte-Carlo test): unbiased, 4× the variance of b = −14."
+    """Exactly (enumeration), and through `loss` at b = 0 (notebook 07's Monte-Carlo
+    test): unbiased, 4× the variance of b = −14."""
     m, f, c, l = tiny_setup(HardAttentionCaptioner)
     m0, cov0 = exact_moments(m, f, c, l, 0.0)
     m1, cov1 = exact_moments(m, f, c, l, -14.0)
@@ -577,7 +603,8 @@ def test_baseline_reduces_variance_not_mean():
 
 
 def test_expected_baseline_with_caption_credit_is_unbiased():
-    "baseline_kind='expected' with the paper's credit: exactly unbiased, and `loss` (which computes b_i itself) passes the Monte-Carlo test."
+    """baseline_kind='expected' with the paper's credit: exactly unbiased, and `loss`
+    (which computes b_i itself) passes the Monte-Carlo test."""
     m, f, c, l = tiny_setup()
     g_exact = exact_gradient(m, f, c, l)
     b_img = [
@@ -586,7 +613,7 @@ def test_expected_baseline_with_caption_credit_is_unbiased():
     ]
     mean, cov = exact_moments(m, f, c, l, b_img)
     torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
-    m.baseline_kind = "expected"
+    m.objective = Reinforce("expected")
     seed_everything(6)
     err = mc_mean(m, f, c, l, 500, 10) - g_exact
     chi2, r, p, outside = chi2_test(err, cov, 5000)
@@ -594,9 +621,12 @@ def test_expected_baseline_with_caption_credit_is_unbiased():
 
 
 def test_reward_to_go_unbiased_and_lower_variance():
-    # exact, by enumeration: crediting s̃_t with G_t = Σ_{t'≥t} log p(y_t'|…) instead of log p(y|s̃, a) leaves the mean
-    # at the exact gradient of L_s, with no baseline, the moving-average one (per word), or the per-image expected one;
-    # on this tiny model it also lowers the variance (a measured fact about this model, not a theorem)
+    # exact, by enumeration: crediting s̃_t with G_t = Σ_{t'≥t} log p(y_t'|…) instead of
+    # log p(y|s̃, a) leaves the mean
+    # at the exact gradient of L_s, with no baseline, the moving-average one (per word),
+    # or the per-image expected one;
+    # on this tiny model it also lowers the variance (a measured fact about this model,
+    # not a theorem)
     m, f, c, l = tiny_setup()
     g_exact = exact_gradient(m, f, c, l)
     traces = {}
@@ -606,7 +636,7 @@ def test_reward_to_go_unbiased_and_lower_variance():
         ("caption", -14.0),
         ("reward_to_go", -5.6),
     ):
-        m.credit = credit
+        m.objective = CREDITS[credit]()
         mean, cov = exact_moments(m, f, c, l, b)
         torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
         traces[credit, b] = float(cov.trace())
@@ -620,10 +650,11 @@ def test_reward_to_go_unbiased_and_lower_variance():
         )[0]
         for i in range(2)
     ]
-    mean, cov = exact_moments(m, f, c, l, exp_b)  # m.credit is "reward_to_go" here
+    mean, cov = exact_moments(m, f, c, l, exp_b)  # m.objective: RewardToGo() here
     torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
-    # and `loss` itself, with baseline_kind="expected": Monte Carlo within the exact error distribution
-    m.baseline_kind = "expected"
+    # and `loss` itself, with the expected baseline: Monte Carlo within the exact
+    # error distribution
+    m.objective = RewardToGo("expected")
     R, K = 500, 10
     seed_everything(3)
     err = mc_mean(m, f, c, l, R, K) - g_exact
@@ -632,7 +663,8 @@ def test_reward_to_go_unbiased_and_lower_variance():
 
 
 def test_reward_to_go_surrogate_gradient():
-    # ∂ℓ/∂ log α_{t,s_t} = λ_r (G_t − b_t) for a sampled image, 0 for one that read Σ α a; ∂ℓ/∂ log p(y|s̃) = 1
+    # ∂ℓ/∂ log α_{t,s_t} = λ_r (G_t − b_t) for a sampled image, 0 for one that read Σ α
+    # a; ∂ℓ/∂ log p(y|s̃) = 1
     word_logp = torch.tensor([[-1.0, -2.0, -3.0], [-4.0, -5.0, 0.0]])
     G = rewards_to_go(word_logp)
     torch.testing.assert_close(G, torch.tensor([[-6.0, -5.0, -3.0], [-9.0, -5.0, 0.0]]))
@@ -652,3 +684,122 @@ def test_reward_to_go_surrogate_gradient():
         )
     with pytest.raises(ValueError, match="credit must be one of"):
         Extended(10, 4, credit="word")
+
+
+# --- read policies and objectives as objects (issue 50, item 6) ----------------------
+
+
+@pytest.mark.parametrize(
+    "kw,message",
+    [
+        (dict(objective="marginal", credit="reward_to_go"), "credit='reward_to_go'"),
+        (dict(inference="expected", marginal_k=3), "marginal_k applies"),
+        (dict(objective="marginal", expected_warmup=300), "expected_warmup=300"),
+        (dict(objective="marginal", p_expected_end=0.0), "p_expected_end=0.0"),
+        (dict(objective="marginal", lambda_r=0.1), "lambda_r=0.1"),
+        (dict(objective="marginal", baseline_kind="expected"), "baseline_kind"),
+        (dict(marginal_k=2), "marginal_k applies"),  # argmax reads by default
+        (dict(inference="sample", marginal_k=1), "marginal_k applies"),
+        (dict(objective=Marginal(2), credit="reward_to_go"), "credit"),
+        (dict(objective=RewardToGo(), baseline_kind="expected"), "give these"),
+        (dict(objective="exact"), "objective must be"),
+        (dict(objective=ArgmaxReads()), "objective must be"),
+        (dict(inference="mean"), "inference (reads) must be one of"),
+        (dict(baseline_kind="average"), "baseline_kind must be one of"),
+        (dict(inference="marginal", marginal_k=0), "marginal_k must be at least 1"),
+    ],
+)
+def test_options_that_do_not_apply_are_one_line_errors(kw, message):
+    with pytest.raises(ValueError) as err:
+        Extended(20, 8, **kw)
+    assert message in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_names_build_the_objects():
+    "The constructor's names (CLI, old checkpoints) give the objects they name."
+    cases = [
+        ({}, ArgmaxReads, Reinforce, None),
+        (dict(credit="reward_to_go"), ArgmaxReads, RewardToGo, None),
+        (dict(inference="marginal", marginal_k=3), MarginalReads, Reinforce, 3),
+        (dict(objective="marginal"), MarginalReads, Marginal, None),
+        (dict(objective="marginal", marginal_k=4, inference="argmax"), ArgmaxReads,
+         Marginal, 4),
+        (dict(inference=SampledReads(), objective=RewardToGo("expected")),
+         SampledReads, RewardToGo, None),
+    ]  # fmt: skip
+    for kw, reads, objective, k in cases:
+        m = Extended(20, 8, **kw)
+        assert type(m.reads) is reads and type(m.objective) is objective, kw
+        assert m.marginal_k == k and m.inference == m.reads.name
+    m = Extended(20, 8, baseline_kind="expected")
+    assert m.objective.baseline == "expected" and type(m.objective) is Reinforce
+    with pytest.raises(TypeError):  # options after `dropout` are keywords only
+        Extended(20, 8, 10, 12, 9, 0.0, 0.0)
+
+
+def test_set_reads_validates_and_keeps_the_k():
+    """`set_reads` by name or object; an unknown name is one line; 'marginal' by
+    name keeps the constructor's K."""
+    m, feats, caps, lengths = small_model(inference="marginal", marginal_k=2)
+    m.eval()
+    for reads in ("argmax", "expected", "sample", ExpectedReads()):
+        m.set_reads(reads)
+        assert m.inference == (reads if isinstance(reads, str) else reads.name)
+    m.set_reads("marginal")
+    assert m.marginal_k == 2
+    with torch.no_grad():
+        k2 = m(feats, caps, lengths)[0]
+        m.set_reads(MarginalReads(2))
+        assert torch.equal(m(feats, caps, lengths)[0], k2)
+        m.set_reads(MarginalReads())
+        assert not torch.equal(m(feats, caps, lengths)[0], k2)
+    for bad in ("bogus", "Marginal", 3):
+        with pytest.raises(ValueError) as err:
+            m.set_reads(bad)
+        assert str(err.value).startswith("inference (reads) must be one of")
+        assert "\n" not in str(err.value)
+    paper = HardAttentionCaptioner(20, 8)
+    paper.set_reads("expected")
+    assert paper.inference == "expected"
+    with pytest.raises(ValueError, match="must be one of"):
+        paper.set_reads("marginal")  # not the paper's
+
+
+def test_marginal_decoding_keeps_the_protocols_static_state():
+    """Every mode keeps a and the keys (with the marginal's tables) at (2, 3): per
+    image, never expanded to beams."""
+    from sat_tutorial.decoding import beam_search
+
+    m, feats, caps, lengths = small_model(inference="marginal")
+    m.eval()
+    assert Extended.static_state == m.static_state == (2, 3)
+    state = m.init_state(feats)
+    assert all(state[i].shape[0] == len(feats) for i in m.static_state)
+    one = [
+        beam_search(m, feats[i : i + 1], beam_size=3, max_len=6)[0] for i in range(4)
+    ]
+    for a, b in zip(beam_search(m, feats, beam_size=3, max_len=6), one):
+        assert a.tokens == b.tokens
+
+
+def test_marginal_objective_needs_no_flag():
+    """The marginal objective's loss is −Σ M(y)/#words as eval mode scores it, with
+    no mode switched on the model."""
+    m, feats, caps, lengths = small_model(objective="marginal", marginal_k=3)
+    m.eval()
+    with torch.no_grad():
+        M = -caption_nll(m(feats, caps, lengths)[0], caps, lengths)
+    m.train()
+    loss, _ = m.loss(feats, caps, lengths)
+    torch.testing.assert_close(loss.detach(), -M.sum() / (lengths - 1).sum())
+    assert type(m.reads) is MarginalReads and int(m.train_steps) == 1
+
+
+def test_old_checkpoint_options_load():
+    """A checkpoint's flat options (as the CLI writes them) build the model and its
+    weights."""
+    kw = dict(alpha_c=0.0, lambda_r=0.1, expected_warmup=300, credit="reward_to_go")
+    m = Extended(20, 8, 10, 12, 9, 0.0, **kw)
+    m2 = Extended(20, 8, 10, 12, 9, 0.0, **kw)
+    m2.load_state_dict(m.state_dict())
+    assert type(m2.objective) is RewardToGo and m2.expected_warmup == 300

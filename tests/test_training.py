@@ -917,7 +917,7 @@ def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
 
     def spy(m, feats, max_len, temperature):
         out = real_sample(m, feats, max_len, temperature)
-        seen.append((m.training, temperature, len(m._reads) == out[0].shape[1]))
+        seen.append((m.training, temperature, len(m.reads.record) == out[0].shape[1]))
         return out  # one log α_t(s_t) per step
 
     monkeypatch.setattr(optimization, "sample", spy)
