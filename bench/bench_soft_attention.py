@@ -22,7 +22,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_decoder import ReferenceSoftAttentionDecoder  # noqa: E402
 from sat_tutorial.core import get_device  # noqa: E402
-from sat_tutorial.soft_attention import SoftAttentionCaptioner  # noqa: E402
+from sat_tutorial.soft_attention import SoftAttention  # noqa: E402
+from sat_tutorial.soft_attention_beyond import (  # noqa: E402
+    FastSoftAttentionCaptioner as SoftAttentionCaptioner,  # what --model soft builds
+)
 
 OUT = ROOT / "bench" / "out" / "soft_attention.json"
 
@@ -101,17 +104,11 @@ def measure_mm(sizes, reps=5, min_s=0.25):
 
 
 class PlainTanh(SoftAttentionCaptioner):
-    """What-if (bench only): the package's model with `torch.tanh` in the attention scores instead of `fast_tanh_`
-    (2σ(2x) − 1 in place), to show what that choice buys on this CPU."""
+    """What-if (bench only): the package's model with `torch.tanh` in the attention
+    scores (the paper class's `SoftAttention`) instead of `fast_tanh_` (2σ(2x) − 1 in
+    place), to show what that choice buys on this CPU."""
 
-    def forward(self, feats, captions, lengths):
-        import sat_tutorial.soft_attention as sa
-
-        saved, sa.fast_tanh_ = sa.fast_tanh_, torch.tanh
-        try:
-            return super().forward(feats, captions, lengths)
-        finally:
-            sa.fast_tanh_ = saved
+    attention_class = SoftAttention
 
 
 WHAT_IFS = ("what-if: torch.tanh", "what-if: grads per step")

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .core import InputError, get_device, nonneg_float, positive_int
+from .soft_attention import Captioner
 
 # %% auto #0
 __all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
@@ -117,20 +118,23 @@ def image_as_pil(image, name: str = "image"):
 
 # %% ../nbs/13_api.ipynb #9e0d3ea5
 def set_reads(model, reads: str | None, checkpoint) -> None:
-    "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
+    "`--reads` by the `Captioner.set_reads` hook of each model that has such reads."
+    from sat_tutorial.decoding import Ensemble
+
     if reads is None:
         return
-    members = list(
-        getattr(model, "members", [model])
-    )  # an ensemble: its hard-attention members
-    hard = [m for m in members if hasattr(m, "marginal_k")]
-    if not hard:
+    members = list(model.members) if isinstance(model, Ensemble) else [model]
+    takers = [m for m in members if m.INFERENCE]  # hard attention's
+    if not takers:
+        names = " and ".join(type(m).__name__ for m in members)
         raise InputError(
-            f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
-            + " and ".join(type(m).__name__ for m in members)
+            f"--reads applies to hard-attention checkpoints; {checkpoint} holds {names}"
         )
-    for m in hard:
-        m.inference = reads
+    for m in takers:
+        try:
+            m.set_reads(reads)
+        except ValueError as e:
+            raise InputError(f"--reads {reads}: {checkpoint}: {e}") from None
 
 # %% ../nbs/13_api.ipynb #a91c0003
 class ImageCaptioner:
@@ -139,13 +143,8 @@ class ImageCaptioner:
     def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
         from sat_tutorial.training import input_size, transform_for
 
-        self.encoder, self.model, self.vocab, self.cfg, self.device = (
-            encoder,
-            model,
-            vocab,
-            cfg,
-            device,
-        )
+        self.encoder, self.model, self.vocab = encoder, model, vocab
+        self.cfg, self.device = cfg, device
         self.checkpoints, self.size = list(checkpoints), input_size(cfg)
         self.transform = transform_for(cfg)
         self.needs_boxes = bool(getattr(encoder, "needs_boxes", False))
@@ -153,7 +152,10 @@ class ImageCaptioner:
     @property
     def hard(self) -> bool:
         "Whether each word reads one location (hard attention, not an ensemble, not 'expected' reads)."
-        return hasattr(self.model, "marginal_k") and self.model.inference != "expected"
+        m = self.model
+        return (
+            isinstance(m, Captioner) and bool(m.INFERENCE) and m.inference != "expected"
+        )
 
     def prepare(self, image, name: str = "image"):
         "A path, PIL image, array `(H, W[, 3])` or tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."

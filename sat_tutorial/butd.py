@@ -18,18 +18,23 @@ from .scenes import IMAGE_SIZE
 from sat_tutorial.soft_attention import (
     Captioner,
     SoftAttention,
-    StepOperand,
     caption_nll,
     doubly_stochastic_penalty,
     lstm_cell,
     rows_per_image,
     target_mask,
+    register,
 )
+from .soft_attention_beyond import StepOperand
 
 # %% auto #0
 __all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show_region_attention', 'BUTDCaptioner']
 
 # %% ../nbs/11_butd.ipynb #paperbutd
+@register(
+    "butd-paper",
+    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
+)
 class PaperBUTDCaptioner(Captioner):
     "The top-down captioner of Anderson et al. 2018 (§3.2) as the paper writes it: attention LSTM, attention over the regions, language LSTM."
 
@@ -254,8 +259,15 @@ def show_region_attention(
     return fig
 
 # %% ../nbs/11_butd.ipynb #fusedbutd
+# bottom-up regions on the scenes: the objects' boxes + distractors
+@register(
+    "butd",
+    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
+)
 class BUTDCaptioner(PaperBUTDCaptioner):
     "`PaperBUTDCaptioner` with the per-caption constants computed once (the same parameters and function); what the command line trains."
+
+    step_grads_once: bool = True  # StepOperand (notebook 06b); False: per step
 
     def _att_weights(self):
         "The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄, for W_e Π_t)."

@@ -13,12 +13,13 @@ import torch.nn.functional as F
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    StepOperand,
+    register,
     caption_nll,
     rows_per_image,
     target_mask,
     word_nll,
 )
+from .soft_attention_beyond import StepOperand
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
@@ -94,6 +95,7 @@ class Reads:
     trace: list = field(default_factory=list)
 
 # %% ../nbs/07_hard_attention.ipynb #35a9f6d6
+@register("hard-paper", preset=dict(lr=4e-3))
 class HardAttentionCaptioner(SoftAttentionCaptioner):
     "Show, Attend and Tell with stochastic hard attention, trained by the learning rule of Xu et al. 2015, §4.1."
 
@@ -194,6 +196,10 @@ class HardAttentionCaptioner(SoftAttentionCaptioner):
     ):
         "Logits `(B, T, V)` and α `(B, T, L)`; locations sampled (training), given by `s (B, T)`, or by `inference`."
         return self.rollout(feats, captions, lengths, s, expected)[:2]
+
+    def unused_parameters(self) -> bool:
+        "A step that reads one location leaves parameters out of the graph (DDP)."
+        return True
 
     @torch.no_grad()
     def update_baseline(self, reward: float) -> None:

@@ -12,12 +12,13 @@ import torch.nn.functional as F
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    WarmupSteps,
+    register,
     doubly_stochastic_penalty,
     lstm_cell,
     target_mask,
     word_nll,
 )
+from .soft_attention_beyond import FastSoftSteps, WarmupSteps
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
     attention_entropy,
@@ -208,7 +209,20 @@ class _StaticState:
         )
 
 
-class ExtendedHardAttentionCaptioner(ExtendedRule, WarmupSteps, HardAttentionCaptioner):
+# on the scenes: λ_r 0.1; 300 steps on Σ α a first; s̃_t credited with G_t; and twice
+# the others' learning rate: it needs the most steps of the captioners
+@register(
+    "hard",
+    preset=dict(
+        lr=4e-3,
+        model_kwargs=dict(
+            alpha_c=0.0, lambda_r=0.1, expected_warmup=300, credit="reward_to_go"
+        ),
+    ),
+)
+class ExtendedHardAttentionCaptioner(
+    ExtendedRule, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
+):
     "The paper's hard attention (notebook 07) with this project's additions, each an option; all off, it is the paper's model."
 
     INFERENCE = ("argmax", "expected", "sample", "marginal")

@@ -4,6 +4,7 @@
 
 # %% ../nbs/06_soft_attention.ipynb #f3285888
 from __future__ import annotations
+import abc
 import math
 from typing import Sequence
 import numpy as np
@@ -14,32 +15,79 @@ from .core import check_shape
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['Captioner', 'rows_per_image', 'target_mask', 'word_nll', 'caption_nll', 'SoftAttention', 'beta_gate', 'lstm_cell',
-           'deep_output', 'doubly_stochastic_penalty', 'SoftAttentionCaptioner', 'encode', 'train_step', 'quick_train',
-           'show_attention', 'fast_tanh_', 'additive_scores', 'StepOperand', 'WarmupSteps']
+__all__ = ['CAPTIONERS', 'PRESETS', 'Captioner', 'register', 'rows_per_image', 'SoftAttention', 'beta_gate', 'lstm_cell',
+           'deep_output', 'target_mask', 'word_nll', 'caption_nll', 'doubly_stochastic_penalty', 'SoftAttentionDecoder',
+           'SoftAttentionCaptioner', 'encode', 'train_step', 'quick_train', 'show_attention']
 
 # %% ../nbs/06_soft_attention.ipynb #e6b0ba01
-class Captioner(nn.Module):
-    "Base class of the captioners: `forward`, `init_state`, `step`, `loss` (see the notebook for the contract)."
+class Captioner(nn.Module, abc.ABC):
+    """A captioner: `forward`, `init_state`, `step` and `loss` (abstract), and named
+    hooks with safe defaults that a training loop or the API calls."""
 
-    static_state: tuple[
-        int, ...
-    ] = ()  # positions of the per-image constants in the state (one row per image)
-    step_grads_once: bool = True  # teacher forcing forms the gradients of what every step multiplies once per batch
-    run_progress: float = 0.0  # share of the training run done, ρ ∈ [0, 1]; `fit` sets it before each step (notebook 12)
+    static_state: tuple[int, ...] = ()  # per-image constants in the state (one row)
+    INFERENCE: tuple[str, ...] = ()  # the test-time reads `set_reads` accepts
+    run_progress: float = 0.0  # ρ ∈ [0, 1], the share of the run done (`set_progress`)
 
+    @abc.abstractmethod
+    def forward(self, feats, captions, lengths) -> tuple:
+        "Teacher forcing: logits `(B, T, V)` and attention `(B, T, L)`."
+
+    @abc.abstractmethod
     def init_state(self, feats: torch.Tensor) -> tuple:
-        raise NotImplementedError
+        "The decoding state: batch-first tensors, what is computed once per image."
 
+    @abc.abstractmethod
     def step(self, words: torch.Tensor, state: tuple) -> tuple:
-        raise NotImplementedError
+        "One decoding step: log-probabilities `(B, V)`, the new state, α `(B, L)`."
 
+    @abc.abstractmethod
     def loss(self, feats, captions, lengths) -> tuple:
-        raise NotImplementedError
+        "The training objective: a scalar loss and a dict of statistics."
+
+    def set_progress(self, p: float) -> None:
+        "Hook: the share of the run done, before each training step (ρ ∈ [0, 1])."
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(
+                f"{type(self).__name__}: progress must be in [0, 1], not {p}"
+            )
+        self.run_progress = float(p)
+
+    def set_reads(self, reads: str) -> None:
+        "Hook: how eval mode reads the image, one of `INFERENCE`."
+        if reads not in self.INFERENCE:
+            allowed = ", ".join(self.INFERENCE) or "none (it has one way to read)"
+            raise ValueError(
+                f"{type(self).__name__} cannot read {reads!r}; allowed: {allowed}"
+            )
+        self.inference = reads
+
+    def unused_parameters(self) -> bool:
+        "Hook: whether a training step may leave parameters out of the graph (DDP)."
+        return False
 
 
+CAPTIONERS: dict[str, type] = {}  # name → class: what `--model name` builds
+PRESETS: dict[str, dict] = {}  # name → TrainConfig fields of its scenes defaults
+
+
+def register(name: str, preset: dict | None = None):
+    """Class decorator: `--model name` builds this captioner (`CAPTIONERS`);
+    `preset`: the `TrainConfig` fields of its defaults on the scenes (`PRESETS`)."""
+
+    def add(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Captioner)):
+            raise TypeError(f"register({name!r}): {cls!r} is not a Captioner")
+        old = CAPTIONERS.get(name)
+        if old is not None and old.__qualname__ != cls.__qualname__:
+            raise ValueError(f"register: {name!r} is already {old.__qualname__}")
+        CAPTIONERS[name], PRESETS[name] = cls, dict(preset or {})
+        return cls
+
+    return add
+
+# %% ../nbs/06_soft_attention.ipynb #8ce8a2cf
 def rows_per_image(x: torch.Tensor, n_images: int) -> torch.Tensor:
-    "View `(N, …)` decoding rows as `(B, k, …)`: the k = N / B rows (beams) of each image together."
+    "View `(N, …)` decoding rows as `(B, k, …)`: the k = N / B rows (beams) of each image."
     if x.shape[0] % n_images:
         raise ValueError(
             f"{x.shape[0]} rows do not split evenly over {n_images} images"
@@ -47,40 +95,6 @@ def rows_per_image(x: torch.Tensor, n_images: int) -> torch.Tensor:
     return x.view(n_images, x.shape[0] // n_images, *x.shape[1:])
 
 
-def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-    "`(B, T)` True where step t predicts a real word: t < length − 1."
-    T = captions.shape[1] - 1
-    return (
-        torch.arange(T, device=captions.device)[None]
-        < (lengths.to(captions.device) - 1)[:, None]
-    )
-
-
-def word_nll(
-    logits: torch.Tensor,
-    captions: torch.Tensor,
-    lengths: torch.Tensor,
-    smoothing: float = 0.0,
-) -> torch.Tensor:
-    """Per-word negative log-likelihood `(B, T)`: −log p(y_t | y_<t, a) at real target words, 0 at padding.
-    `smoothing` ε > 0: the cross-entropy against (1 − ε)·onehot(y_t) + ε/V instead (label smoothing; not a likelihood)."""
-    mask = target_mask(captions, lengths)
-    nll = F.cross_entropy(
-        logits.flatten(0, 1),
-        captions[:, 1:].flatten(),
-        reduction="none",
-        label_smoothing=smoothing,
-    )  # (B·T,): rows of V contiguous
-    return nll.view(mask.shape) * mask
-
-
-def caption_nll(
-    logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
-) -> torch.Tensor:
-    "Per-caption negative log-likelihood `(B,)`, summed over real target words; padding never counts."
-    return word_nll(logits, captions, lengths).sum(1)
-
-# %% ../nbs/06_soft_attention.ipynb #8ce8a2cf
 class SoftAttention(nn.Module):
     "Additive attention f_att: α = softmax(wᵀ tanh(W_a a + W_h h + b)), ẑ = Σ α a."
 
@@ -95,15 +109,16 @@ class SoftAttention(nn.Module):
         return self.W_a(feats)
 
     def scores(self, keys: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
-        "e_ti = wᵀ tanh(W_a a_i + b + W_h h) `(B, k, L)` from the keys `(B, L, A)` and k queries W_h h per image `(B, k, A)`."
-        return self.w(torch.tanh(keys[:, None] + q[:, :, None])).squeeze(
-            -1
-        )  # (B, k, L, A) -> (B, k, L)
+        """Eq. 4, e_ti = wᵀ tanh(W_a a_i + b + W_h h) `(B, k, L)`, from the keys
+        `(B, L, A)` and k queries W_h h per image `(B, k, A)`."""
+        y = torch.tanh(keys[:, None] + q[:, :, None])  # (B, k, L, A)
+        return self.w(y).squeeze(-1)  # (B, k, L)
 
     def forward(
         self, keys: torch.Tensor, feats: torch.Tensor, h: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        "α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the annotations `(B, L, D)` and h_{t−1} `(N, H)`, N = k·B."
+        """Eqs. 4–6: α_t `(N, L)` and ẑ_t `(N, D)` from the keys `(B, L, A)`, the
+        annotations `(B, L, D)` and h_{t−1} `(N, H)`, N = k·B."""
         q = rows_per_image(self.W_h(h), keys.shape[0])  # (B, k, A)
         e = self.scores(keys, q)  # (B, k, L)
         alpha = e.softmax(-1)  # (B, k, L)
@@ -141,15 +156,50 @@ def deep_output(
     return L_o(dropout(emb + L_h(h) + L_z(z)))
 
 # %% ../nbs/06_soft_attention.ipynb #d48466aa
+def target_mask(captions: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    "`(B, T)` True where step t predicts a real word: t < length − 1."
+    T = captions.shape[1] - 1
+    steps = torch.arange(T, device=captions.device)[None]
+    return steps < (lengths.to(captions.device) - 1)[:, None]
+
+
+def word_nll(
+    logits: torch.Tensor,
+    captions: torch.Tensor,
+    lengths: torch.Tensor,
+    smoothing: float = 0.0,
+) -> torch.Tensor:
+    """Per-word −log p(y_t | y_<t, a) `(B, T)` at real target words, 0 at padding.
+
+    `smoothing` ε > 0: the cross-entropy against (1 − ε)·onehot(y_t) + ε/V instead
+    (label smoothing, notebook 06b; not a likelihood)."""
+    mask = target_mask(captions, lengths)
+    nll = F.cross_entropy(
+        logits.flatten(0, 1),
+        captions[:, 1:].flatten(),
+        reduction="none",
+        label_smoothing=smoothing,
+    )  # (B·T,): rows of V contiguous
+    return nll.view(mask.shape) * mask
+
+
+def caption_nll(
+    logits: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
+) -> torch.Tensor:
+    "−log p(y | a) per caption `(B,)`, summed over real target words (never padding)."
+    return word_nll(logits, captions, lengths).sum(1)
+
+
 def doubly_stochastic_penalty(alpha: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    "Σ_i (1 − Σ_t α_ti)² per caption `(B,)`, summing t only over real words (`mask (B, T)`)."
+    "Σ_i (1 − Σ_t α_ti)² per caption `(B,)`, t only over real words (`mask (B, T)`)."
     return ((1 - (alpha * mask[..., None]).sum(1)) ** 2).sum(-1)
 
 # %% ../nbs/06_soft_attention.ipynb #22568d65
-class SoftAttentionCaptioner(Captioner):
-    "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
+class SoftAttentionDecoder(Captioner):
+    "The weights of Xu et al.'s decoder, its initial state and what every step reuses."
 
     static_state = (2, 3)  # a and W_a a + b
+    attention_class = SoftAttention  # f_att
 
     def __init__(
         self,
@@ -165,91 +215,69 @@ class SoftAttentionCaptioner(Captioner):
         input_dropout: float = 0.0,
         label_smoothing: float = 0.0,
     ):
-        "`alpha_c` is λ; `uniform_attention`, `input_dropout`, `label_smoothing` are not in the paper (*Beyond the paper*)."
+        """`alpha_c` is λ; `uniform_attention`, `input_dropout`, `label_smoothing` are
+        not in the paper (notebook 06b): their defaults are the paper's model."""
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(
                 f"label_smoothing must be in [0, 1), not {label_smoothing}"
             )
-        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = (
-            vocab_size,
-            feature_dim,
-            hidden_dim,
-            alpha_c,
-        )
-        self.embed_dim, self.uniform_attention, self.label_smoothing = (
-            embed_dim,
-            uniform_attention,
-            label_smoothing,
-        )
+        self.vocab_size, self.feature_dim = vocab_size, feature_dim
+        self.embed_dim, self.hidden_dim, self.alpha_c = embed_dim, hidden_dim, alpha_c
+        self.uniform_attention = uniform_attention
+        self.label_smoothing = label_smoothing
         self.embed = nn.Embedding(vocab_size, embed_dim)  # E
-        self.attention = SoftAttention(feature_dim, hidden_dim, attention_dim)  # f_att
+        self.attention = self.attention_class(feature_dim, hidden_dim, attention_dim)
         self.f_beta = nn.Linear(hidden_dim, 1) if beta_gate else None
-        self.init_h, self.init_c = (
-            nn.Linear(feature_dim, hidden_dim),
-            nn.Linear(feature_dim, hidden_dim),
-        )
-        self.lstm = nn.LSTMCell(
-            embed_dim + feature_dim, hidden_dim
-        )  # W = [W_e, W_z], U
-        self.L_h, self.L_z = (
-            nn.Linear(hidden_dim, embed_dim),
-            nn.Linear(feature_dim, embed_dim),
-        )
+        self.init_h = nn.Linear(feature_dim, hidden_dim)
+        self.init_c = nn.Linear(feature_dim, hidden_dim)
+        self.lstm = nn.LSTMCell(embed_dim + feature_dim, hidden_dim)  # W=[W_e, W_z], U
+        self.L_h = nn.Linear(hidden_dim, embed_dim)
+        self.L_z = nn.Linear(feature_dim, embed_dim)
         self.L_o = nn.Linear(embed_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
         self.input_dropout = nn.Dropout(input_dropout)  # identity at the default 0
 
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h_0, c_0, a, keys): the initial LSTM state from the mean annotation, and W_a a + b once per image."
+        """(h_0, c_0, a, keys): the initial LSTM state from the mean annotation, and
+        W_a a + b, once per image."""
         mean = feats.mean(1)  # (B, D)
-        return (
-            torch.tanh(self.init_h(mean)),
-            torch.tanh(self.init_c(mean)),
-            feats,
-            self.attention.keys(feats),
-        )
-
-    def context(
-        self,
-        alpha: torch.Tensor,
-        z: torch.Tensor,
-        feats: torch.Tensor,
-        h: torch.Tensor,
-        t: int | None = None,
-    ):
-        "ẑ_t from the attention: the expectation Σ α a, scaled by β_t. (Hard attention overrides; `feats` may be a `StepOperand`.)"
-        return beta_gate(self.f_beta, h, z)[0] if self.f_beta is not None else z
+        h0 = torch.tanh(self.init_h(mean))
+        c0 = torch.tanh(self.init_c(mean))
+        return h0, c0, feats, self.attention.keys(feats)
 
     def _input_gates(self, emb: torch.Tensor) -> torch.Tensor:
-        "W_e E y + b for any leading shape: the part of the LSTM input that does not depend on ẑ (E y through `input_dropout`)."
-        return (
-            self.input_dropout(emb) @ self.lstm.weight_ih[:, : self.embed_dim].T
-            + self.lstm.bias_ih
-            + self.lstm.bias_hh
-        )
+        """W_e E y + b for any leading shape: the part of the LSTM's input that does
+        not depend on ẑ (E y through `input_dropout`)."""
+        W_e = self.lstm.weight_ih[:, : self.embed_dim]
+        return self.input_dropout(emb) @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
 
-    def _operands(self, feats: torch.Tensor, once: bool = False) -> tuple:
-        "(W_zᵀ, Uᵀ, a): what every step multiplies; W_z is sliced here, once per batch. (`once`: *Beyond the paper*.)"
-        return (
-            self.lstm.weight_ih[:, self.embed_dim :].T,
-            self.lstm.weight_hh.T,
-            feats,
-        )  # (D, 4H), (H, 4H), (B, L, D)
+    def _operands(self, feats: torch.Tensor) -> tuple:
+        "(W_zᵀ, Uᵀ, a): what every step multiplies; W_z is sliced once per batch."
+        W_z = self.lstm.weight_ih[:, self.embed_dim :]
+        return W_z.T, self.lstm.weight_hh.T, feats  # (D, 4H), (H, 4H), (B, L, D)
+
+    def _teacher_operands(self, feats: torch.Tensor) -> tuple:
+        "The operands of teacher forcing's steps: `_operands` (06b forms them once)."
+        return self._operands(feats)
+
+# %% ../nbs/06_soft_attention.ipynb #softcaptioner
+class SoftAttentionCaptioner(SoftAttentionDecoder):
+    "Show, Attend and Tell with deterministic soft attention (Xu et al. 2015, §4.2)."
+
+    def context(self, alpha, z, feats, h, t: int | None = None):
+        """ẑ_t from the attention: the expectation Σ α a, scaled by β_t (hard
+        attention, notebook 07, reads one location instead)."""
+        return beta_gate(self.f_beta, h, z)[0] if self.f_beta is not None else z
 
     def _recurrence(self, gates_e, h, c, feats, keys, t=None, ops=None):
-        "One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM. Returns h_t, c_t, ẑ_t, α_t."
+        """One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM.
+        Returns h_t, c_t, ẑ_t, α_t."""
         W_zT, U_T, reads = ops or self._operands(feats)
-        if self.uniform_attention:
-            alpha = torch.full(
-                (h.shape[0], feats.shape[1]),
-                1 / feats.shape[1],
-                device=feats.device,
-                dtype=feats.dtype,
-            )
-            z = feats.mean(1).repeat_interleave(
-                h.shape[0] // feats.shape[0], 0
-            )  # (N, D)
+        if self.uniform_attention:  # notebook 06b: weight 1/L everywhere
+            N, L = h.shape[0], feats.shape[1]
+            alpha = feats.new_full((N, L), 1 / L)
+            z = feats.mean(1).repeat_interleave(N // feats.shape[0], 0)  # (N, D)
         else:
             alpha, z = self.attention(keys, reads, h)
         z = self.context(alpha, z, reads, h, t)
@@ -257,27 +285,24 @@ class SoftAttentionCaptioner(Captioner):
         return h, c, z, alpha
 
     def _logits(self, emb, h, z):
-        "Deep output: L_o(E y_{t−1} + L_h h_t + L_z ẑ_t)."
+        "Eq. 7, the deep output: L_o(E y_{t−1} + L_h h_t + L_z ẑ_t)."
         return deep_output(self.L_o, self.L_h, self.L_z, emb, h, z, self.dropout)
 
-    def forward(
-        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
-    ):
-        "Teacher forcing: logits `(B, T, V)` and α `(B, T, L)` for T = captions.shape[1] − 1 steps."
+    def forward(self, feats: torch.Tensor, captions: torch.Tensor, lengths):
+        "Teacher forcing: logits `(B, T, V)` and α `(B, T, L)`, T = captions.shape[1] − 1."
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         h, c, feats, keys = self.init_state(feats)
         emb = self.embed(captions[:, :-1])  # (B, T, E)
         gates_e = self._input_gates(emb)  # (B, T, 4H), all steps at once
-        ops, hs, zs, alphas = self._operands(feats, self.step_grads_once), [], [], []
+        ops, hs, zs, alphas = self._teacher_operands(feats), [], [], []
         for t in range(emb.shape[1]):
             h, c, z, alpha = self._recurrence(gates_e[:, t], h, c, feats, keys, t, ops)
             hs.append(h)
             zs.append(z)
             alphas.append(alpha)
-        return self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1)), torch.stack(
-            alphas, 1
-        )  # L_o once for all steps
+        logits = self._logits(emb, torch.stack(hs, 1), torch.stack(zs, 1))  # L_o once
+        return logits, torch.stack(alphas, 1)
 
     def step(self, words: torch.Tensor, state: tuple):
         "One decoding step: log p(y_t | …) `(B, V)`, the new state, α_t `(B, L)`."
@@ -287,21 +312,18 @@ class SoftAttentionCaptioner(Captioner):
         return self._logits(emb, h, z).log_softmax(-1), (h, c, feats, keys), alpha
 
     def loss(self, feats, captions, lengths):
-        "L_d per word: (Σ −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and stats (`label_smoothing`: *Beyond the paper*)."
+        """Eq. 14 per word, (Σ −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and
+        statistics (`label_smoothing`: notebook 06b)."""
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
-        fit = (
-            word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
-            if self.training and self.label_smoothing
-            else nll
-        )
+        fit = nll
+        if self.training and self.label_smoothing:
+            fit = word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
         loss = (fit.sum() + self.alpha_c * pen.sum()) / n_words
-        return loss, {
-            "nll": float(nll.detach().sum() / n_words),
-            "penalty": float(pen.detach().mean()),
-        }
+        nll_word = float(nll.detach().sum() / n_words)
+        return loss, {"nll": nll_word, "penalty": float(pen.detach().mean())}
 
 # %% ../nbs/06_soft_attention.ipynb #8f1eeb56
 def encode(
@@ -451,158 +473,3 @@ def show_attention(
         ax.set_xticks([])
         ax.set_yticks([])
     return fig
-
-# %% ../nbs/06_soft_attention.ipynb #f115f11c
-class _SigmoidTanh(torch.autograd.Function):
-    "tanh(x) = 2σ(2x) − 1, computed in x's own memory; backward g·(1 − y²) from the output y."
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.mark_dirty(x)  # x is overwritten: callers pass a temporary
-        y = x.mul_(2).sigmoid_().mul_(2).sub_(1)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return torch.ops.aten.tanh_backward(g, y)
-
-
-def fast_tanh_(x: torch.Tensor) -> torch.Tensor:
-    "tanh(x) in place (x must be a temporary): as 2σ(2x) − 1 on CPUs, where PyTorch's sigmoid kernel is much faster than its tanh."
-    return _SigmoidTanh.apply(x) if x.device.type == "cpu" else x.tanh_()
-
-
-_CHUNK_BYTES = 8 << 20
-
-
-def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.Tensor:
-    "e = w(tanh(keys + q)) `(B, k, L)` for keys `(B, L, A)` and k queries per image `(B, k, A)`."
-    v, b = (
-        w.weight[0],
-        (w.bias if w.bias is not None else 0),
-    )  # w·y as a matrix-vector product (see above)
-    if torch.is_grad_enabled() or keys.device.type != "cpu":
-        return (
-            fast_tanh_(keys[:, None] + q[:, :, None]) @ v + b
-        )  # (B, k, L, A) -> (B, k, L)
-    B, L, A = keys.shape
-    n = max(
-        1, _CHUNK_BYTES // (q.shape[1] * L * A * keys.element_size())
-    )  # images per chunk
-    return torch.cat(
-        [
-            fast_tanh_(keys[i : i + n, None] + q[i : i + n, :, None]) @ v + b
-            for i in range(0, B, n)
-        ]
-    )
-
-# %% ../nbs/06_soft_attention.ipynb #kernelscores
-def _scores_on_kernel(
-    self: SoftAttention, keys: torch.Tensor, q: torch.Tensor
-) -> torch.Tensor:
-    "`SoftAttention.scores` by `additive_scores`: the same e_ti to float rounding."
-    return additive_scores(keys, q, self.w)
-
-
-SoftAttention.scores = _scores_on_kernel  # installed: from here on every SoftAttention scores with the kernel
-
-# %% ../nbs/06_soft_attention.ipynb #steponce
-_graph_task = getattr(
-    torch._C, "_current_graph_task_id", lambda: 0
-)  # which backward pass is running
-
-
-class _SumSteps(torch.autograd.Function):
-    "Identity on R; its backward adds Xᵀ G, formed once from the (x_t, g_t) pairs the steps left for this backward pass."
-
-    @staticmethod
-    def forward(ctx, r, pairs):
-        ctx.set_materialize_grads(False)
-        ctx.pairs = pairs
-        return r.view_as(r)
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g):
-        mine = ctx.pairs.pop(_graph_task(), [])
-        if not mine:
-            return g, None
-        X, G = (torch.cat(ts, -2) for ts in zip(*mine))  # steps stacked along the rows
-        d = X.mT.to(G.dtype) @ G
-        return (d if g is None else g + d), None
-
-
-class _StepProduct(torch.autograd.Function):
-    "x_t @ R whose backward gives ∂/∂x_t = g_t Rᵀ now and leaves (x_t, g_t) for `_SumSteps`."
-
-    @staticmethod
-    def forward(ctx, x, r, pairs):
-        ctx.save_for_backward(x, r)
-        ctx.pairs = pairs
-        return x @ r
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g):
-        x, r = ctx.saved_tensors
-        if ctx.needs_input_grad[1]:
-            ctx.pairs.setdefault(_graph_task(), []).append((x, g))
-        return (g @ r.mT.to(g.dtype) if ctx.needs_input_grad[0] else None), None, None
-
-
-class StepOperand:
-    "R, the right operand of one `x_t @ R` per step of a recurrence: ∂/∂R = Σ_t x_tᵀ g_t is formed once, after the last step's backward."
-
-    def __init__(self, r: torch.Tensor):
-        self.shape, self.pairs = r.shape, {}
-        self.deferred = torch.is_grad_enabled() and r.requires_grad
-        self.r = _SumSteps.apply(r, self.pairs) if self.deferred else r
-
-    def __rmatmul__(self, x: torch.Tensor) -> torch.Tensor:
-        return (
-            _StepProduct.apply(x, self.r, self.pairs) if self.deferred else x @ self.r
-        )
-
-# %% ../nbs/06_soft_attention.ipynb #operandsonce
-def _operands_once(
-    self: SoftAttentionCaptioner, feats: torch.Tensor, once: bool = False
-) -> tuple:
-    "(W_zᵀ, Uᵀ, a) as the paper path's `_operands` gives them; `once`: as `StepOperand`s, gradients formed once per batch."
-    ops = _operands_plain(self, feats)
-    return tuple(StepOperand(o) for o in ops) if once else ops
-
-
-_operands_plain, SoftAttentionCaptioner._operands = (
-    SoftAttentionCaptioner._operands,
-    _operands_once,
-)  # installed
-
-# %% ../nbs/06_soft_attention.ipynb #warmupsteps
-class WarmupSteps(nn.Module):
-    "Mixin: `train_steps`, a saved count of `loss` calls in train mode, for a warm-up whose length is the attribute `warmup_option`."
-
-    warmup_option: str = ""
-
-    def _init_warmup(self):
-        self.register_buffer(
-            "train_steps", torch.zeros((), dtype=torch.long)
-        )  # saved, so a resume is exact
-
-    def warming_up(self) -> bool:
-        "Whether fewer than the warm-up's steps have been taken (never, for a warm-up of 0: the paper's model)."
-        return int(self.train_steps) < getattr(self, self.warmup_option)
-
-    def count_training_step(self) -> None:
-        "Called by `loss`: one more step, in train mode only."
-        if self.training:
-            self.train_steps += 1
-
-    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
-        # no counter: a checkpoint from before the option, trained without a warm-up; load it with the warm-up over
-        state_dict.setdefault(
-            prefix + "train_steps",
-            torch.tensor(getattr(self, self.warmup_option), dtype=torch.long),
-        )
-        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)

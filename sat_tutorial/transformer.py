@@ -15,11 +15,12 @@ from sat_tutorial.soft_attention import (
     Captioner,
     caption_nll,
     doubly_stochastic_penalty,
+    register,
     target_mask,
 )
 
 # %% auto #0
-__all__ = ['scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
+__all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
            'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'TransformerCaptioner', 'PrefixRecompute']
 
 # %% ../nbs/15_transformer.ipynb #64e0311d
@@ -217,7 +218,13 @@ class DecoderLayer(nn.Module):
         x = x + self.drop(z.reshape(N, T, d))
         return x + self.drop(self.ff(self.norms[2](x))), (k, v), w
 
+# %% ../nbs/15_transformer.ipynb #scenespreset
+# on the scenes: 4 heads of 32; no encoder layer over the 256 cells (it would
+# cost 4× the step); the others' learning rate 2e-3
+SCENES = dict(alpha_c=0.0, heads=4, encoder_layers=0)
+
 # %% ../nbs/15_transformer.ipynb #05b050d6
+@register("transformer", preset=dict(model_kwargs=SCENES))
 class TransformerCaptioner(Captioner):
     "A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the annotation vectors, a decoder with masked self-attention and cross-attention."
 

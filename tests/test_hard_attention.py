@@ -25,7 +25,8 @@ from sat_tutorial.hard_attention_beyond import (
     credited_surrogate,
     rewards_to_go,
 )
-from sat_tutorial.soft_attention import StepOperand, caption_nll, target_mask, word_nll
+from sat_tutorial.soft_attention import caption_nll, target_mask, word_nll
+from sat_tutorial.soft_attention_beyond import StepOperand
 
 Extended = ExtendedHardAttentionCaptioner
 
