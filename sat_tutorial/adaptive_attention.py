@@ -128,7 +128,8 @@ class AdaptiveDecoder(Captioner):
         self.dropout = nn.Dropout(dropout)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per image."
+        """(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per
+        image."""
         V = torch.relu(self.W_a(feats))  # (B, L, d)
         v_g = torch.relu(self.W_b(feats.mean(1)))  # (B, d)
         h0 = feats.new_zeros(feats.shape[0], self.hidden_dim)
@@ -137,7 +138,8 @@ class AdaptiveDecoder(Captioner):
     def _inputs(
         self, emb: torch.Tensor, v_g: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        "W x_t + b (LSTM) and W_x x_t (sentinel) for x_t = [w_t; v^g], for one step `(B, E)` or all steps `(B, T, E)`."
+        """W x_t + b (LSTM) and W_x x_t (sentinel) for x_t = [w_t; v^g], for one step
+        `(B, E)` or all steps `(B, T, E)`."""
         vg = (
             v_g if emb.dim() == 2 else v_g[:, None].expand(-1, emb.shape[1], -1)
         )  # (B, d) or (B, T, d)
@@ -148,7 +150,7 @@ class AdaptiveDecoder(Captioner):
         )
 
     def _recurrence(self, gates_x, Wx_x, h, m, V, keys):
-        """One step from h_{t−1}, m_{t−1}: LSTM (eq. 3), sentinel (eqs. 9–10), adaptive
+        """One step from h_{t−1}, m_{t−1}: LSTM (eq. 4), sentinel (eqs. 9–10), adaptive
         attention (eqs. 6–8, 11–12). Returns h_t, m_t, α̂_t, ĉ_t."""
         h_prev = h
         h, m = lstm_cell(gates_x + h_prev @ self.lstm.weight_hh.T, m)  # h_t, m_t
@@ -163,7 +165,7 @@ class AdaptiveDecoder(Captioner):
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
 @register("adaptive-paper")
 class AdaptiveAttentionCaptioner(AdaptiveDecoder):
-    "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
+    "Adaptive attention with a visual sentinel (Lu et al. 2017): when to look."
 
     def _teacher_values(self, V: torch.Tensor):
         "The region features as teacher forcing's steps read them (10's end: once)."
@@ -175,13 +177,13 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
         captions: torch.Tensor,
         lengths: torch.Tensor | None = None,
     ):
-        "Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the sentinel's weight β_t last."
+        """Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the
+        sentinel's weight β_t last."""
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         h, m, V, keys, v_g = self.init_state(feats)
-        gates_x, Wx_x = self._inputs(
-            self.embed(captions[:, :-1]), v_g
-        )  # (B, T, 4d), (B, T, d)
+        emb = self.embed(captions[:, :-1])
+        gates_x, Wx_x = self._inputs(emb, v_g)  # (B, T, 4d), (B, T, d)
         V = self._teacher_values(V)
         hs, cs, alphas = [], [], []
         for t in range(gates_x.shape[1]):
@@ -191,19 +193,19 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
             hs.append(h)
             cs.append(c_hat)
             alphas.append(alpha_hat)
-        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(
-            alphas, 1
-        )
+        logits = self._logits(torch.stack(hs, 1), torch.stack(cs, 1))
+        return logits, torch.stack(alphas, 1)
 
     def forward(
         self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
     ):
-        "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)`, which sums to 1 − β_t."
+        "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)` (sum: 1 − β_t)."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
         return logits, alpha_hat[..., :-1]
 
     def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step: log p(y_t | …) `(B, V)`, the new state, spatial α̂_t `(B, L)` (sums to 1 − β_t)."
+        """One decoding step: log p(y_t | …) `(B, V)`, the new state, the spatial α̂_t
+        `(B, L)` (sums to 1 − β_t)."""
         h, m, V, keys, v_g = state
         gates_x, Wx_x = self._inputs(
             self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0)
@@ -216,7 +218,8 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
         )
 
     def loss(self, feats, captions, lengths):
-        "Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised α_t), and stats incl. mean 1 − β_t."
+        """Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised
+        α_t), and stats incl. mean 1 − β_t."""
         logits, alpha_hat = self.unroll(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
@@ -231,9 +234,7 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
             pen = doubly_stochastic_penalty(
                 alpha_hat[..., :-1] / looking[..., None].clamp_min(1e-12), mask
             )  # on α_t
-            loss = (
-                loss + self.alpha_c * pen.sum() / n_words
-            )  # per word, as in notebook 06
+            loss = loss + self.alpha_c * pen.sum() / n_words  # per word, as in 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
@@ -262,7 +263,8 @@ def grounding_probability(attn: torch.Tensor) -> torch.Tensor:
 
 
 def spatial_map(attn: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    "α_t, the normalised spatial attention (where the model looks if it looks) `(…, L)`."
+    """α_t, the normalised spatial attention (where the model looks if it looks) `(…,
+    L)`."""
     return attn / attn.sum(-1, keepdim=True).clamp_min(eps)
 
 # %% ../nbs/10_adaptive_attention.ipynb #7514167b
@@ -274,7 +276,8 @@ def show_grounding(
     ncols: int = 6,
     title: str | None = None,
 ):
-    "Per word: the normalised spatial map α_t over the image, and the visual grounding probability 1 − β_t as bars. Two figures."
+    """Per word: the normalised spatial map α_t over the image, and the visual grounding
+    probability 1 − β_t as bars. Two figures."""
     import matplotlib.pyplot as plt
 
     p = grounding_probability(torch.as_tensor(attn)).float()

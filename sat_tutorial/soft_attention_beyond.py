@@ -43,7 +43,8 @@ _CHUNK_BYTES = 8 << 20
 
 
 def additive_scores(keys: torch.Tensor, q: torch.Tensor, w: nn.Linear) -> torch.Tensor:
-    "e = w(tanh(keys + q)) `(B, k, L)`, keys `(B, L, A)`, k queries per image `(B, k, A)`."
+    """e = w(tanh(keys + q)) `(B, k, L)` for keys `(B, L, A)` and k queries per image
+    `(B, k, A)`."""
     v = w.weight[0]  # w·y as a matrix-vector product (see above)
     b = w.bias if w.bias is not None else 0
     if torch.is_grad_enabled() or keys.device.type != "cpu":

@@ -55,14 +55,14 @@ __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 
            'checkpoint_config', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
-# each captioner's module registers it with `@register` (notebook 06): importing
+# each captioner's module registers it with `@register` (notebook 05b): importing
 # the modules fills CAPTIONERS (name → class) and PRESETS (its scenes defaults)
 import sat_tutorial.adaptive_attention_beyond
 import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
-from .soft_attention import CAPTIONERS, PRESETS
+from .captioner import CAPTIONERS, PRESETS
 
 CONFIG_RANGES = {  # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
     "max_missing": unit_float,

@@ -1,5 +1,5 @@
-"""The Captioner protocol, checked the same way for every captioner: shapes, clear errors, `step` replaying `forward`,
-and padding that never matters."""
+"""The Captioner protocol, checked the same way for every registered captioner: shapes,
+clear errors, `step` replaying `forward`, padding that never matters, the hooks."""
 
 import copy
 
@@ -25,7 +25,7 @@ GRADS_ONCE = [
 
 
 def test_every_captioner_and_its_paper_form_is_registered():
-    "What `--model` offers comes from `@register`: the CLI's models and the papers' forms."
+    "`--model` offers what `@register` holds: the CLI's models and the papers' forms."
     for name in ("soft", "hard", "adaptive", "butd", "transformer"):
         assert (
             name in REGISTERED
@@ -91,7 +91,7 @@ def test_protocol_shapes(cls):
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
 def test_protocol_hooks(cls):
-    "The named hooks: `set_progress` and `set_reads` validate, `unused_parameters` says."
+    "The hooks: `set_progress` and `set_reads` validate, `unused_parameters` says."
     m = small(cls)
     assert m.run_progress == 0.0  # the share of the run done: 0 until `set_progress`
     m.set_progress(0.25)
@@ -150,7 +150,8 @@ def test_step_replays_forward_in_eval_mode(cls):
 @pytest.mark.parametrize("cls", CAPTIONERS)
 @pytest.mark.parametrize("alpha_c", [0.0, 0.5])
 def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
-    "Other words in the padded positions change neither the loss nor any gradient (same seed: same dropout, same samples)."
+    """Other words in the padded positions change neither the loss nor any gradient
+    (same seed: same dropout, same samples)."""
     if cls is HardAttentionCaptioner and alpha_c:
         pytest.skip(
             "the paper's hard attention (notebook 07) has no doubly stochastic penalty"
@@ -252,7 +253,8 @@ def test_the_cli_model_computes_the_papers_function(name):
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
 def test_bf16_autocast_training_step(cls):
-    "`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained through the annotations, gives finite float32 gradients."
+    """`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained
+    through the annotations, gives finite float32 gradients."""
     from sat_tutorial.soft_attention import train_step
 
     m, enc = small(cls), torch.nn.Linear(8, 8)
