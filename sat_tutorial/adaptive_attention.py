@@ -13,16 +13,19 @@ import torch.nn as nn
 from .core import check_shape
 from sat_tutorial.soft_attention import (
     Captioner,
-    additive_scores,
     caption_nll,
     doubly_stochastic_penalty,
-    fast_tanh_,
     lstm_cell,
+    register,
     rows_per_image,
     show_attention,
-    StepOperand,
     target_mask,
+)
+from sat_tutorial.soft_attention_beyond import (
+    StepOperand,
     WarmupSteps,
+    additive_scores,
+    fast_tanh_,
 )
 
 # %% auto #0
@@ -31,20 +34,16 @@ __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDec
 
 # %% ../nbs/10_adaptive_attention.ipynb #6d14965a
 class AdaptiveAttention(nn.Module):
-    "Attention over L regions plus a visual sentinel: z_t, α̂_t = softmax([z_t; z_sentinel]), ĉ_t = β_t s_t + (1 − β_t) c_t."
+    """Attention over L regions plus a visual sentinel: z_t (eq. 6), α̂_t =
+    softmax([z_t; z_sentinel]) (eq. 12), ĉ_t = β_t s_t + (1 − β_t) c_t (eq. 11)."""
 
     def __init__(self, hidden_dim: int, attention_dim: int):
         super().__init__()
-        self.W_v = nn.Linear(
-            hidden_dim, attention_dim
-        )  # keys of the regions (with bias)
-        self.W_s = nn.Linear(
-            hidden_dim, attention_dim
-        )  # key of the sentinel (with bias)
-        self.W_g = nn.Linear(
-            hidden_dim, attention_dim, bias=False
-        )  # query from h_t, shared by both
-        self.w_h = nn.Linear(attention_dim, 1, bias=False)
+        A = attention_dim
+        self.W_v = nn.Linear(hidden_dim, A)  # keys of the regions (with bias)
+        self.W_s = nn.Linear(hidden_dim, A)  # key of the sentinel (with bias)
+        self.W_g = nn.Linear(hidden_dim, A, bias=False)  # query from h_t, for both
+        self.w_h = nn.Linear(A, 1, bias=False)
 
     def keys(self, V: torch.Tensor) -> torch.Tensor:
         "W_v V for every region, once per image: `(B, L, d)` → `(B, L, A)`."
@@ -53,67 +52,56 @@ class AdaptiveAttention(nn.Module):
     def scores(
         self, keys: torch.Tensor, h: torch.Tensor, s: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        "z_t `(N, L)` for the regions (keys `(B, L, A)`) and the sentinel's score `(N, 1)`, queried by h_t `(N, d)`, N = k·B."
+        """z_t `(N, L)` (eq. 6) for the regions (keys `(B, L, A)`) and the sentinel's
+        score `(N, 1)` (eq. 12), queried by h_t `(N, d)`, N = k·B."""
         q = self.W_g(h)  # (N, A)
-        z = additive_scores(
-            keys, rows_per_image(q, keys.shape[0]), self.w_h
-        )  # (B, k, L)
-        z_s = self.w_h(fast_tanh_(self.W_s(s) + q))  # (N, A) -> (N, 1)
+        y = torch.tanh(keys[:, None] + rows_per_image(q, keys.shape[0])[:, :, None])
+        z = self.w_h(y).squeeze(-1)  # (B, k, L, A) -> (B, k, L)
+        z_s = self.w_h(torch.tanh(self.W_s(s) + q))  # (N, A) -> (N, 1)
         return z.flatten(0, 1), z_s
 
     @staticmethod
     def combine(z: torch.Tensor, z_s: torch.Tensor, V: torch.Tensor, s: torch.Tensor):
-        "α̂_t `(N, L+1)`, c_t `(N, d)` and ĉ_t `(N, d)` from the scores, the region features V `(B, L, d)` (or their `StepOperand`) and s_t `(N, d)`."
+        """α̂_t `(N, L+1)`, c_t `(N, d)` (eqs. 7–8) and ĉ_t `(N, d)` (eq. 11) from the
+        scores, the region features V `(B, L, d)` and s_t `(N, d)`."""
         alpha_hat = torch.cat([z, z_s], -1).softmax(-1)  # (N, L+1)
         beta = alpha_hat[:, -1:]  # (N, 1)
-        alpha = rows_per_image(
-            z.softmax(-1), V.shape[0]
-        )  # (B, k, L): where to look, if looking
+        alpha = rows_per_image(z.softmax(-1), V.shape[0])  # (B, k, L): if looking
         c = (alpha @ V).flatten(0, 1)  # (B, k, L) @ (B, L, d) -> (N, d)
         c_hat = beta * s + (1 - beta) * c  # (N, d)
         return alpha_hat, c, c_hat
 
     def forward(
-        self,
-        keys: torch.Tensor,
-        V: torch.Tensor,
-        h: torch.Tensor,
-        s: torch.Tensor,
-        closed: bool = False,
+        self, keys: torch.Tensor, V: torch.Tensor, h: torch.Tensor, s: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`. `closed`: the sentinel's score is −∞, so β_t = 0 and ĉ_t = c_t."
+        "α̂_t `(N, L+1)` (the sentinel last) and ĉ_t `(N, d)`."
         z, z_s = self.scores(keys, h, s)
-        if closed:
-            z_s = z_s - float(
-                "inf"
-            )  # −∞, still in the graph (DDP sees the parameters used)
         alpha_hat, _, c_hat = self.combine(z, z_s, V, s)
         return alpha_hat, c_hat
 
 # %% ../nbs/10_adaptive_attention.ipynb #6e607949
 class VisualSentinel(nn.Module):
-    "s_t = g_t ⊙ tanh(m_t) with the sentinel gate g_t = σ(W_x x_t + W_h h_{t−1})."
+    "Eqs. 9–10: s_t = g_t ⊙ tanh(m_t), the gate g_t = σ(W_x x_t + W_h h_{t−1})."
 
     def __init__(self, input_dim: int, hidden_dim: int):
         super().__init__()
-        self.W_x = nn.Linear(
-            input_dim, hidden_dim
-        )  # (with bias, like the LSTM's gates)
+        self.W_x = nn.Linear(input_dim, hidden_dim)  # with a bias, as the LSTM's gates
         self.W_h = nn.Linear(hidden_dim, hidden_dim, bias=False)
 
     def forward(
         self, Wx_x: torch.Tensor, h_prev: torch.Tensor, m: torch.Tensor
     ) -> torch.Tensor:
-        "s_t `(B, d)` from W_x x_t `(B, d)` (precomputed: x_t is known before the step), h_{t−1} and m_t `(B, d)`."
+        """s_t `(B, d)` from W_x x_t `(B, d)` (precomputed: x_t is known before the
+        step), h_{t−1} and m_t `(B, d)`."""
         g = torch.sigmoid(Wx_x + self.W_h(h_prev))  # (B, d)
         return g * torch.tanh(m)
 
 # %% ../nbs/10_adaptive_attention.ipynb #decoder
-class AdaptiveDecoder(WarmupSteps, Captioner):
-    "The weights and one step of Lu et al.'s decoder; `AdaptiveAttentionCaptioner` runs it over captions."
+class AdaptiveDecoder(Captioner):
+    "The weights and one step of Lu et al.'s decoder (`AdaptiveAttentionCaptioner`)."
 
     static_state = (2, 3, 4)  # V, W_v V, v^g
-    warmup_option = "sentinel_warmup"
+    attention_class = AdaptiveAttention
 
     def __init__(
         self,
@@ -124,33 +112,24 @@ class AdaptiveDecoder(WarmupSteps, Captioner):
         attention_dim: int = 512,
         dropout: float = 0.5,
         alpha_c: float = 0.0,
-        sentinel_warmup: int = 0,
     ):
-        "`sentinel_warmup`: training steps before the sentinel opens (*Beyond the paper*); 0 is the paper's model."
+        "`alpha_c`: SAT's penalty on α_t (not in this paper; 0: off)."
         super().__init__()
-        self.vocab_size, self.feature_dim, self.hidden_dim, self.alpha_c = (
-            vocab_size,
-            feature_dim,
-            hidden_dim,
-            alpha_c,
-        )
-        self.sentinel_warmup = sentinel_warmup
-        self._init_warmup()  # train_steps (notebook 06)
+        self.vocab_size, self.feature_dim = vocab_size, feature_dim
+        self.hidden_dim, self.alpha_c = hidden_dim, alpha_c
+        d = hidden_dim
         self.embed = nn.Embedding(vocab_size, embed_dim)  # w_t
-        self.W_a = nn.Linear(feature_dim, hidden_dim)  # v_i = ReLU(W_a a_i)
-        self.W_b = nn.Linear(feature_dim, hidden_dim)  # v^g = ReLU(W_b a^g)
-        self.lstm = nn.LSTMCell(embed_dim + hidden_dim, hidden_dim)  # x_t = [w_t; v^g]
-        self.sentinel = VisualSentinel(embed_dim + hidden_dim, hidden_dim)
-        self.attention = AdaptiveAttention(hidden_dim, attention_dim)
-        self.W_p = nn.Linear(hidden_dim, vocab_size)
+        self.W_a = nn.Linear(feature_dim, d)  # v_i = ReLU(W_a a_i)
+        self.W_b = nn.Linear(feature_dim, d)  # v^g = ReLU(W_b a^g)
+        self.lstm = nn.LSTMCell(embed_dim + d, d)  # x_t = [w_t; v^g]
+        self.sentinel = VisualSentinel(embed_dim + d, d)
+        self.attention = self.attention_class(d, attention_dim)
+        self.W_p = nn.Linear(d, vocab_size)
         self.dropout = nn.Dropout(dropout)
 
-    def sentinel_open(self) -> bool:
-        "Whether the sentinel takes part: after `sentinel_warmup` training steps (always, by default)."
-        return not self.warming_up()
-
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per image."
+        """(h_0, m_0, V, W_v V, v^g): zero LSTM state and everything computed once per
+        image."""
         V = torch.relu(self.W_a(feats))  # (B, L, d)
         v_g = torch.relu(self.W_b(feats.mean(1)))  # (B, d)
         h0 = feats.new_zeros(feats.shape[0], self.hidden_dim)
@@ -159,7 +138,8 @@ class AdaptiveDecoder(WarmupSteps, Captioner):
     def _inputs(
         self, emb: torch.Tensor, v_g: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        "W x_t + b (LSTM) and W_x x_t (sentinel) for x_t = [w_t; v^g], for one step `(B, E)` or all steps `(B, T, E)`."
+        """W x_t + b (LSTM) and W_x x_t (sentinel) for x_t = [w_t; v^g], for one step
+        `(B, E)` or all steps `(B, T, E)`."""
         vg = (
             v_g if emb.dim() == 2 else v_g[:, None].expand(-1, emb.shape[1], -1)
         )  # (B, d) or (B, T, d)
@@ -169,21 +149,27 @@ class AdaptiveDecoder(WarmupSteps, Captioner):
             self.sentinel.W_x(x),
         )
 
-    def _recurrence(self, gates_x, Wx_x, h, m, V, keys, closed=False):
-        "One step from h_{t−1}, m_{t−1}: LSTM, sentinel, adaptive attention. Returns h_t, m_t, α̂_t, ĉ_t."
+    def _recurrence(self, gates_x, Wx_x, h, m, V, keys):
+        """One step from h_{t−1}, m_{t−1}: LSTM (eq. 4), sentinel (eqs. 9–10), adaptive
+        attention (eqs. 6–8, 11–12). Returns h_t, m_t, α̂_t, ĉ_t."""
         h_prev = h
         h, m = lstm_cell(gates_x + h_prev @ self.lstm.weight_hh.T, m)  # h_t, m_t
         s = self.sentinel(Wx_x, h_prev, m)  # s_t
-        alpha_hat, c_hat = self.attention(keys, V, h, s, closed)  # (B, L+1), (B, d)
+        alpha_hat, c_hat = self.attention(keys, V, h, s)  # (B, L+1), (B, d)
         return h, m, alpha_hat, c_hat
 
     def _logits(self, h, c_hat):
-        "W_p(ĉ_t + h_t), dropout before W_p."
+        "Eq. 13: the logits W_p(ĉ_t + h_t), dropout before W_p."
         return self.W_p(self.dropout(c_hat + h))
 
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
+@register("adaptive-paper")
 class AdaptiveAttentionCaptioner(AdaptiveDecoder):
-    "Adaptive attention with a visual sentinel (Lu et al. 2017): knows when to look at the image."
+    "Adaptive attention with a visual sentinel (Lu et al. 2017): when to look."
+
+    def _teacher_values(self, V: torch.Tensor):
+        "The region features as teacher forcing's steps read them (10's end: once)."
+        return V
 
     def unroll(
         self,
@@ -191,43 +177,40 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
         captions: torch.Tensor,
         lengths: torch.Tensor | None = None,
     ):
-        "Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the sentinel's weight β_t last."
+        """Teacher forcing: logits `(B, T, V)` and the full α̂ `(B, T, L+1)`, the
+        sentinel's weight β_t last."""
         dims = check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         check_shape(captions, ("B", None), dims, name="captions")
         h, m, V, keys, v_g = self.init_state(feats)
-        gates_x, Wx_x = self._inputs(
-            self.embed(captions[:, :-1]), v_g
-        )  # (B, T, 4d), (B, T, d)
-        if self.step_grads_once:
-            V = StepOperand(V)  # ∂/∂V formed once per batch (notebook 06)
-        hs, cs, alphas, closed = [], [], [], not self.sentinel_open()
+        emb = self.embed(captions[:, :-1])
+        gates_x, Wx_x = self._inputs(emb, v_g)  # (B, T, 4d), (B, T, d)
+        V = self._teacher_values(V)
+        hs, cs, alphas = [], [], []
         for t in range(gates_x.shape[1]):
             h, m, alpha_hat, c_hat = self._recurrence(
-                gates_x[:, t], Wx_x[:, t], h, m, V, keys, closed
+                gates_x[:, t], Wx_x[:, t], h, m, V, keys
             )
             hs.append(h)
             cs.append(c_hat)
             alphas.append(alpha_hat)
-        return self._logits(torch.stack(hs, 1), torch.stack(cs, 1)), torch.stack(
-            alphas, 1
-        )
+        logits = self._logits(torch.stack(hs, 1), torch.stack(cs, 1))
+        return logits, torch.stack(alphas, 1)
 
     def forward(
         self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
     ):
-        "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)`, which sums to 1 − β_t."
+        "Logits `(B, T, V)` and the spatial part of α̂ `(B, T, L)` (sum: 1 − β_t)."
         logits, alpha_hat = self.unroll(feats, captions, lengths)
         return logits, alpha_hat[..., :-1]
 
     def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step: log p(y_t | …) `(B, V)`, the new state, spatial α̂_t `(B, L)` (sums to 1 − β_t)."
+        """One decoding step: log p(y_t | …) `(B, V)`, the new state, the spatial α̂_t
+        `(B, L)` (sums to 1 − β_t)."""
         h, m, V, keys, v_g = state
         gates_x, Wx_x = self._inputs(
             self.embed(words), v_g.repeat_interleave(len(words) // len(v_g), 0)
         )  # v^g: (N, d)
-        h, m, alpha_hat, c_hat = self._recurrence(
-            gates_x, Wx_x, h, m, V, keys, not self.sentinel_open()
-        )
+        h, m, alpha_hat, c_hat = self._recurrence(gates_x, Wx_x, h, m, V, keys)
         return (
             self._logits(h, c_hat).log_softmax(-1),
             (h, m, V, keys, v_g),
@@ -235,9 +218,9 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
         )
 
     def loss(self, feats, captions, lengths):
-        "Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised α_t), and stats incl. mean 1 − β_t."
+        """Mean word NLL (+ `alpha_c` × the doubly stochastic penalty on the normalised
+        α_t), and stats incl. mean 1 − β_t."""
         logits, alpha_hat = self.unroll(feats, captions, lengths)
-        self.count_training_step()  # for `sentinel_warmup`
         nll = caption_nll(logits, captions, lengths)
         n_words = (lengths - 1).sum()
         mask = target_mask(captions, lengths)
@@ -251,9 +234,7 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
             pen = doubly_stochastic_penalty(
                 alpha_hat[..., :-1] / looking[..., None].clamp_min(1e-12), mask
             )  # on α_t
-            loss = (
-                loss + self.alpha_c * pen.sum() / n_words
-            )  # per word, as in notebook 06
+            loss = loss + self.alpha_c * pen.sum() / n_words  # per word, as in 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
 
@@ -282,7 +263,8 @@ def grounding_probability(attn: torch.Tensor) -> torch.Tensor:
 
 
 def spatial_map(attn: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
-    "α_t, the normalised spatial attention (where the model looks if it looks) `(…, L)`."
+    """α_t, the normalised spatial attention (where the model looks if it looks) `(…,
+    L)`."""
     return attn / attn.sum(-1, keepdim=True).clamp_min(eps)
 
 # %% ../nbs/10_adaptive_attention.ipynb #7514167b
@@ -294,7 +276,8 @@ def show_grounding(
     ncols: int = 6,
     title: str | None = None,
 ):
-    "Per word: the normalised spatial map α_t over the image, and the visual grounding probability 1 − β_t as bars. Two figures."
+    """Per word: the normalised spatial map α_t over the image, and the visual grounding
+    probability 1 − β_t as bars. Two figures."""
     import matplotlib.pyplot as plt
 
     p = grounding_probability(torch.as_tensor(attn)).float()

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from .core import InputError, get_device, nonneg_float, positive_int
+from .soft_attention import Captioner
 
 # %% auto #0
 __all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
@@ -20,7 +21,8 @@ __all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
 class CaptionResult:
-    "One image's caption: its words, their total log-probability, and the attention of each word."
+    """One image's caption: its words, their total log-probability, and the attention of
+    each word."""
 
     source: str  # the file, or "image N" for an image given in memory
     words: list[str]
@@ -39,7 +41,8 @@ class CaptionResult:
 
     @property
     def locations(self) -> list[int] | None:
-        "The cell (row-major) or region each word read, for hard attention; None for soft attention."
+        """The cell (row-major) or region each word read, for hard attention; None for
+        soft attention."""
         return self.attention.flatten(1).argmax(1).tolist() if self.hard else None
 
     def plot(self, ncols: int = 6, title: str | None = None):
@@ -74,7 +77,8 @@ class CaptionResult:
 
 # %% ../nbs/13_api.ipynb #2596706f
 def image_as_pil(image, name: str = "image"):
-    "A path, PIL image, array `(H, W[, 3 or 4])` or tensor `(3 or 1, H, W)` (floats in [0, 1] or uint8) as an RGB PIL image; `name` goes into the error message."
+    """A path, PIL image, array `(H, W[, 3 or 4])` or tensor `(3 or 1, H, W)` (floats in
+    [0, 1] or uint8) as an RGB PIL image; `name` goes into the error message."""
     from PIL import Image
     from sat_tutorial.data import load_image, to_rgb
 
@@ -87,7 +91,8 @@ def image_as_pil(image, name: str = "image"):
             image.ndim == 3 and image.shape[2] not in (3, 4)
         ):
             raise InputError(
-                f"{name}: an image array must be (H, W), (H, W, 3) or (H, W, 4), got shape {image.shape}"
+                f"{name}: an image array must be (H, W), (H, W, 3) or (H, W, 4), "
+                f"got shape {image.shape}"
             )
         if image.dtype != np.uint8:
             if not np.issubdtype(image.dtype, np.floating) or not bool(
@@ -102,61 +107,68 @@ def image_as_pil(image, name: str = "image"):
         x = image
         if x.ndim != 3 or x.shape[0] not in (1, 3):
             raise InputError(
-                f"{name}: an image tensor must be (3, H, W) or (1, H, W), got shape {tuple(x.shape)}"
+                f"{name}: an image tensor must be (3, H, W) or (1, H, W), "
+                f"got shape {tuple(x.shape)}"
             )
         if x.dtype != torch.uint8:
             if not x.is_floating_point() or not bool(((x >= 0) & (x <= 1)).all()):
                 raise InputError(
-                    f"{name}: an image tensor must hold floats in [0, 1] or uint8 values"
+                    f"{name}: an image tensor must hold floats in [0, 1] "
+                    "or uint8 values"
                 )
             x = (x * 255).round().to(torch.uint8)
         return Image.fromarray(x.expand(3, -1, -1).permute(1, 2, 0).cpu().numpy())
     raise InputError(
-        f"{name}: cannot caption a {type(image).__name__}; give a file path, a PIL image, an (H, W, 3) array or a (3, H, W) tensor"
+        f"{name}: cannot caption a {type(image).__name__}; give a file path, "
+        "a PIL image, an (H, W, 3) array or a (3, H, W) tensor"
     )
 
 # %% ../nbs/13_api.ipynb #9e0d3ea5
 def set_reads(model, reads: str | None, checkpoint) -> None:
-    "`--reads`: set a hard-attention model's test-time reading; a clear error for any other model."
+    "`--reads` by the `Captioner.set_reads` hook of each model that has such reads."
+    from sat_tutorial.decoding import Ensemble
+
     if reads is None:
         return
-    members = list(
-        getattr(model, "members", [model])
-    )  # an ensemble: its hard-attention members
-    hard = [m for m in members if hasattr(m, "marginal_k")]
-    if not hard:
+    members = list(model.members) if isinstance(model, Ensemble) else [model]
+    takers = [m for m in members if m.INFERENCE]  # hard attention's
+    if not takers:
+        names = " and ".join(type(m).__name__ for m in members)
         raise InputError(
-            f"--reads applies to hard-attention checkpoints; {checkpoint} holds "
-            + " and ".join(type(m).__name__ for m in members)
+            f"--reads applies to hard-attention checkpoints; {checkpoint} holds {names}"
         )
-    for m in hard:
-        m.inference = reads
+    for m in takers:
+        try:
+            m.set_reads(reads)
+        except ValueError as e:
+            raise InputError(f"--reads {reads}: {checkpoint}: {e}") from None
 
 # %% ../nbs/13_api.ipynb #a91c0003
 class ImageCaptioner:
-    "A trained captioner (or an ensemble) with its encoder, vocabulary and image transform: call it on images to caption them."
+    """A trained captioner (or an ensemble) with its encoder, vocabulary and image
+    transform: call it on images to caption them."""
 
     def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
         from sat_tutorial.training import input_size, transform_for
 
-        self.encoder, self.model, self.vocab, self.cfg, self.device = (
-            encoder,
-            model,
-            vocab,
-            cfg,
-            device,
-        )
+        self.encoder, self.model, self.vocab = encoder, model, vocab
+        self.cfg, self.device = cfg, device
         self.checkpoints, self.size = list(checkpoints), input_size(cfg)
         self.transform = transform_for(cfg)
         self.needs_boxes = bool(getattr(encoder, "needs_boxes", False))
 
     @property
     def hard(self) -> bool:
-        "Whether each word reads one location (hard attention, not an ensemble, not 'expected' reads)."
-        return hasattr(self.model, "marginal_k") and self.model.inference != "expected"
+        """Whether each word reads one location (hard attention, not an ensemble, not
+        'expected' reads)."""
+        m = self.model
+        return (
+            isinstance(m, Captioner) and bool(m.INFERENCE) and m.inference != "expected"
+        )
 
     def prepare(self, image, name: str = "image"):
-        "A path, PIL image, array `(H, W[, 3])` or tensor `(3, H, W)` (floats in [0, 1] or uint8) → (the image as the encoder sees it, its input tensor)."
+        """A path, PIL image, array `(H, W[, 3])` or tensor `(3, H, W)` (floats in [0,
+        1] or uint8) → (the image as the encoder sees it, its input tensor)."""
         from PIL import Image
 
         im = image_as_pil(image, name)
@@ -176,7 +188,8 @@ class ImageCaptioner:
     def features(
         self, images: torch.Tensor, boxes: torch.Tensor | None = None
     ) -> torch.Tensor:
-        "Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and region boxes `(B, R, 4)` for region encoders)."
+        """Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and
+        region boxes `(B, R, 4)` for region encoders)."""
         from sat_tutorial.soft_attention import encode
 
         return encode(self.encoder, images, boxes, self.device).float()
@@ -190,7 +203,8 @@ class ImageCaptioner:
         length_norm: float = 0.0,
         no_unk: bool = False,
     ):
-        "`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per image."
+        """`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per
+        image."""
         from sat_tutorial.decoding import decode
 
         positive_int.check(beam_size, "beam_size")
@@ -215,14 +229,17 @@ class ImageCaptioner:
         batch_size: int = 16,
         boxes=None,
     ):
-        "Caption one image (→ a `CaptionResult`) or a list of them (→ a list), `batch_size` at a time; `boxes`: each image's regions `(R, 4)` for region models."
+        """Caption one image (→ a `CaptionResult`) or a list of them (→ a list),
+        `batch_size` at a time; `boxes`: each image's regions `(R, 4)` for region
+        models."""
         single = not isinstance(images, (list, tuple))
         items = [images] if single else list(images)
         if boxes is not None and single:
             boxes = [boxes]
         if self.needs_boxes and (boxes is None or len(boxes) != len(items)):
             raise InputError(
-                f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): give each image's boxes, boxes=[(R, 4), …]"
+                f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): "
+                "give each image's boxes, boxes=[(R, 4), …]"
             )
         positive_int.check(batch_size, "batch_size")
         out = []
@@ -271,15 +288,21 @@ class ImageCaptioner:
         return out[0] if single else out
 
     def __repr__(self):
-        return f"ImageCaptioner({' + '.join(self.checkpoints)}: {self.cfg.model} on {self.cfg.data}, {self.cfg.encoder}, {len(self.vocab)} words)"
+        cfg = self.cfg
+        return (
+            f"ImageCaptioner({' + '.join(self.checkpoints)}: "
+            f"{cfg.model} on {cfg.data}, {cfg.encoder}, {len(self.vocab)} words)"
+        )
 
 # %% ../nbs/13_api.ipynb #104ec58e
 def load_captioner(
     checkpoint, device=None, reads: str | None = None, live: bool = False
 ) -> ImageCaptioner:
-    """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of them (an ensemble, notebook 08). `device`: None or
-    'auto' for a GPU where there is one; `reads`: hard attention's test-time reading (argmax, marginal, expected); `live`: a run with
-    --ema decoded with its last training weights."""
+    """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of
+    them (an ensemble, notebook 08). `device`: None or 'auto' for a GPU where there
+    is one; `reads`: hard attention's test-time reading (argmax, marginal, expected),
+    by the model's `set_reads` hook; `live`: a run with --ema decoded with its last
+    training weights."""
     from dataclasses import replace
     from sat_tutorial.encoders import build_encoder
     from sat_tutorial.training import load_ensemble

@@ -18,13 +18,14 @@ from .scenes import IMAGE_SIZE
 from sat_tutorial.soft_attention import (
     Captioner,
     SoftAttention,
-    StepOperand,
     caption_nll,
     doubly_stochastic_penalty,
     lstm_cell,
     rows_per_image,
     target_mask,
+    register,
 )
+from .soft_attention_beyond import StepOperand
 
 # %% auto #0
 __all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show_region_attention', 'BUTDCaptioner']
@@ -109,6 +110,12 @@ class PaperBUTDCaptioner(Captioner):
             loss = loss + self.alpha_c * pen.sum() / n_words  # per word, as in 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
+
+# %% ../nbs/11_butd.ipynb #reg5
+register(
+    "butd-paper",
+    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
+)(PaperBUTDCaptioner)
 
 # %% ../nbs/11_butd.ipynb #fc0ef4fb
 def _inside(box, other) -> float:
@@ -238,6 +245,8 @@ class BUTDCaptioner(PaperBUTDCaptioner):
     """`PaperBUTDCaptioner` with the per-caption constants computed once (the same
     parameters and function); what the command line trains."""
 
+    step_grads_once: bool = True  # StepOperand (notebook 06b); False: per step
+
     def _att_weights(self):
         """The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄,
         for W_e Π_t)."""
@@ -309,3 +318,10 @@ class BUTDCaptioner(PaperBUTDCaptioner):
         "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t."
         state, alpha = self._recurrence(self._word_gates(self.embed(words)), state)
         return self.W_p(self.dropout(state[2])).log_softmax(-1), state, alpha
+
+# %% ../nbs/11_butd.ipynb #reg36
+# bottom-up regions on the scenes: the objects' boxes + distractors
+register(
+    "butd",
+    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
+)(BUTDCaptioner)

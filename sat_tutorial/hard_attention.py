@@ -13,12 +13,13 @@ import torch.nn.functional as F
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    StepOperand,
+    register,
     caption_nll,
     rows_per_image,
     target_mask,
     word_nll,
 )
+from .soft_attention_beyond import StepOperand
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
@@ -107,6 +108,10 @@ class HardReads(SoftAttentionCaptioner):
 
     _rollout = None  # a `Reads`, only inside `rollout`
     inference = "argmax"  # how eval mode reads (`HardAttentionCaptioner.set_reads`)
+
+    def unused_parameters(self) -> bool:
+        "A step that reads one location leaves parameters out of the graph (DDP)."
+        return True
 
     def read(self, alpha: torch.Tensor, t: int | None):
         """s_t `(B,)`: given, s̃_t ~ Multinoulli(α_t) in training, argmax_i α_ti in
@@ -241,6 +246,9 @@ class HardAttentionCaptioner(HardReads):
         n_words = target_mask(captions, lengths).sum()
         nll = caption_nll(logits, captions, lengths).sum() / n_words
         return nll, {"nll": float(nll.detach())}
+
+# %% ../nbs/07_hard_attention.ipynb #registerhardpaper
+register("hard-paper", preset=dict(lr=4e-3))(HardAttentionCaptioner)
 
 # %% ../nbs/07_hard_attention.ipynb #hardloss
 def learning_rule_loss(model: HardAttentionCaptioner, feats, captions, lengths):

@@ -11,11 +11,12 @@ import torch
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    WarmupSteps,
+    register,
     doubly_stochastic_penalty,
     target_mask,
     word_nll,
 )
+from .soft_attention_beyond import FastSoftSteps, WarmupSteps
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
     attention_entropy,
@@ -280,6 +281,9 @@ def hard_rule(
     `baseline_kind`, `marginal_k` complete a name); an option that does not
     apply to them is a one-line error."""
     named = dict(credit=credit, baseline_kind=baseline_kind)
+    p_end = reinforce_options.get("p_expected_end")
+    if p_end is not None and not 0.0 <= p_end <= 1.0:
+        raise ValueError(f"p_expected_end must be a probability in [0, 1], not {p_end}")
     if isinstance(objective, str):
         if objective not in ("reinforce", "marginal"):
             raise ValueError(
@@ -382,7 +386,9 @@ class PolicyReads:
         return super().step(words, state)
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
-class ExtendedHardAttentionCaptioner(PolicyReads, WarmupSteps, HardAttentionCaptioner):
+class ExtendedHardAttentionCaptioner(
+    PolicyReads, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
+):
     """The paper's hard attention (notebook 07) with this project's additions: a
     read policy and an objective; every option off, it is the paper's model."""
 
@@ -426,10 +432,6 @@ class ExtendedHardAttentionCaptioner(PolicyReads, WarmupSteps, HardAttentionCapt
         )
         self._marginal_k = marginal_k  # the K of reads named 'marginal' later
         self._init_rule(*paper.values(), reads)  # notebook 07's; `set_reads(reads)`
-        if p_expected_end is not None and not 0.0 <= p_expected_end <= 1.0:
-            raise ValueError(
-                f"p_expected_end must be a probability in [0, 1], not {p_expected_end}"
-            )
         self.expected_warmup, self.p_expected_end = expected_warmup, p_expected_end
         self._init_warmup()  # train_steps (notebook 06)
 
@@ -460,3 +462,17 @@ class ExtendedHardAttentionCaptioner(PolicyReads, WarmupSteps, HardAttentionCapt
             self.train(was)
         word_logp = -word_nll(logits, captions, lengths)  # (B, T)
         return word_logp if per_word else word_logp.sum(1)
+
+# %% ../nbs/07b_hard_attention_beyond.ipynb #registerhard
+# what `--model hard` builds; its preset on the scenes: λ_r 0.1; 300 steps on Σ α a
+# first; s̃_t credited with G_t; and twice the others' learning rate: it needs the
+# most steps of the captioners
+register(
+    "hard",
+    preset=dict(
+        lr=4e-3,
+        model_kwargs=dict(
+            alpha_c=0.0, lambda_r=0.1, expected_warmup=300, credit="reward_to_go"
+        ),
+    ),
+)(ExtendedHardAttentionCaptioner)

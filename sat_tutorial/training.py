@@ -5,7 +5,7 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import functools, importlib, json, math, warnings
+import copy, functools, importlib, json, math, warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -49,19 +49,20 @@ from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
+__all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
            'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
            'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
            'checkpoint_config', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
-CAPTIONERS = {
-    "soft": "sat_tutorial.soft_attention:SoftAttentionCaptioner",
-    "hard": "sat_tutorial.hard_attention_beyond:ExtendedHardAttentionCaptioner",  # the paper's model + options (07b)
-    "adaptive": "sat_tutorial.adaptive_attention:AdaptiveAttentionCaptioner",
-    "butd": "sat_tutorial.butd:BUTDCaptioner",
-    "transformer": "sat_tutorial.transformer:TransformerCaptioner",
-}
+# each captioner's module registers it with `@register` (notebook 05b): importing
+# the modules fills CAPTIONERS (name → class) and PRESETS (its scenes defaults)
+import sat_tutorial.adaptive_attention_beyond
+import sat_tutorial.butd
+import sat_tutorial.hard_attention_beyond
+import sat_tutorial.soft_attention_beyond
+import sat_tutorial.transformer  # noqa: F401
+from .captioner import CAPTIONERS, PRESETS
 
 CONFIG_RANGES = {  # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
     "max_missing": unit_float,
@@ -222,52 +223,20 @@ def scenes_config(**kw) -> TrainConfig:
         max_len=20,
         val_every=300,
         ckpt_every=300,
-        model_kwargs={"alpha_c": 0.0},
-    )  # no doubly stochastic penalty here: on the scenes it spreads the maps (notebook 06)
+    )
     # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap attention correctness near 0.5)
-    if kw.get("model") == "butd":
-        base["encoder"] = (
-            "scene_regions"  # bottom-up regions: the objects' boxes + distractors
-        )
-    if (
-        kw.get("model") == "hard"
-    ):  # beyond the paper (notebook 07b): λ_r 0.1; 300 steps on Σ α a first; s̃_t credited with G_t
-        base["model_kwargs"] = {
-            **base["model_kwargs"],
-            "lambda_r": 0.1,
-            "expected_warmup": 300,
-            "credit": "reward_to_go",
-        }
-        base["lr"] = (
-            4e-3  # twice the others': it needs the most steps of the captioners (notebook 07b)
-        )
-    if (
-        kw.get("model") == "adaptive"
-    ):  # the sentinel opens after 300 steps; open from the start it wins before the model looks (notebook 10)
-        base["model_kwargs"] = {**base["model_kwargs"], "sentinel_warmup": 300}
-    if (
-        kw.get("model") == "transformer"
-    ):  # 4 heads of 32; no encoder layer over the 256 cells (it would cost 4× the step); the others' 2e-3
-        base["model_kwargs"] = {
-            **base["model_kwargs"],
-            "heads": 4,
-            "encoder_layers": 0,
-        }  # (5e-4: BLEU-4 69.3, bench/RESULTS.md)
+    # each model's own defaults: its `register(..., preset=...)`
+    preset = copy.deepcopy(PRESETS.get(kw.get("model", "soft"), {}))
+    base.update(preset)
     base.update(kw)
     return TrainConfig(**base)
 
 # %% ../nbs/12_training.ipynb #d5609972
 def captioner_class(name: str):
-    "The captioner class registered under `name` (imported on first use)."
+    "The captioner class registered under `name` (`@register`, notebook 06)."
     if name not in CAPTIONERS:
         raise ValueError(f"unknown model {name!r}; choose from {sorted(CAPTIONERS)}")
-    mod, cls = CAPTIONERS[name].split(":")
-    try:
-        return getattr(importlib.import_module(mod), cls)
-    except (ImportError, AttributeError) as e:
-        raise ValueError(
-            f"model {name!r} is not available in this version ({e})"
-        ) from None
+    return CAPTIONERS[name]
 
 
 def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Module]:

@@ -15,18 +15,20 @@ from sat_tutorial.soft_attention import (
     Captioner,
     caption_nll,
     doubly_stochastic_penalty,
+    register,
     target_mask,
 )
 
 # %% auto #0
-__all__ = ['scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
+__all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
            'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'TransformerCaptioner', 'PrefixRecompute']
 
 # %% ../nbs/15_transformer.ipynb #64e0311d
 def scaled_dot_product(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
 ):
-    "softmax(q kᵀ / √d_k + M) v for `q (…, T, d_k)`, `k (…, S, d_k)`, `v (…, S, d_v)`; `mask (T, S)` True where allowed. Returns `(…, T, d_v)`, weights `(…, T, S)`."
+    """softmax(q kᵀ / √d_k + M) v for `q (…, T, d_k)`, `k (…, S, d_k)`, `v (…, S, d_v)`;
+    `mask (T, S)` True where allowed. Returns `(…, T, d_v)`, weights `(…, T, S)`."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (…, T, S)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -35,10 +37,12 @@ def scaled_dot_product(
 
 # %% ../nbs/15_transformer.ipynb #5a517f26
 class MultiHeadAttention(nn.Module):
-    "MultiHead(Q, K, V) = [head_1; …; head_h] W^O with head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)."
+    """MultiHead(Q, K, V) = [head_1; …; head_h] W^O with head_i = Attention(Q W_i^Q, K
+    W_i^K, V W_i^V)."""
 
     def __init__(self, d_model: int, heads: int, d_qk: int | None = None):
-        "`d_qk` = h·d_k, the width of queries and keys (default d_model); values have d_v = d_model / h."
+        """`d_qk` = h·d_k, the width of queries and keys (default d_model); values have
+        d_v = d_model / h."""
         super().__init__()
         d_qk = d_qk or d_model
         if d_model % heads or d_qk % heads:
@@ -57,7 +61,8 @@ class MultiHeadAttention(nn.Module):
         return x.view(x.shape[0], x.shape[1], self.h, -1).transpose(1, 2)
 
     def kv(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "Keys and values of `x (B, S, d_model)`, split into heads: `(B, h, S, d_k)`, `(B, h, S, d_v)`."
+        """Keys and values of `x (B, S, d_model)`, split into heads: `(B, h, S, d_k)`,
+        `(B, h, S, d_v)`."""
         return self.split(self.W_k(x)), self.split(self.W_v(x))
 
     def forward(
@@ -67,7 +72,8 @@ class MultiHeadAttention(nn.Module):
         v: torch.Tensor,
         mask: torch.Tensor | None = None,
     ):
-        "Queries from `x (B, T, d_model)` attend over `k`, `v` (from `kv`): output `(B, T, d_model)`, weights `(B, h, T, S)`."
+        """Queries from `x (B, T, d_model)` attend over `k`, `v` (from `kv`): output
+        `(B, T, d_model)`, weights `(B, h, T, S)`."""
         out, w = scaled_dot_product(
             self.split(self.W_q(x)), k, v, mask
         )  # (B, h, T, d_v)
@@ -77,7 +83,8 @@ class MultiHeadAttention(nn.Module):
 
 # %% ../nbs/15_transformer.ipynb #16974e94
 def sinusoidal_encoding(n: int, d: int) -> torch.Tensor:
-    "PE(pos, 2i) = sin(pos·ω_i), PE(pos, 2i+1) = cos(pos·ω_i), ω_i = 10000^(−2i/d), for pos < n: `(n, d)`, d even."
+    """PE(pos, 2i) = sin(pos·ω_i), PE(pos, 2i+1) = cos(pos·ω_i), ω_i = 10000^(−2i/d),
+    for pos < n: `(n, d)`, d even."""
     if d % 2:
         raise ValueError(f"the encoding's width must be even, got {d}")
     pos = torch.arange(n, dtype=torch.float64)[:, None]  # (n, 1)
@@ -88,14 +95,16 @@ def sinusoidal_encoding(n: int, d: int) -> torch.Tensor:
 
 
 def _rows_and_columns(r: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    "Cell (i, j) of a row-major grid gets [r_i; c_j]: `(rows, d_r)`, `(cols, d_c)` → `(rows·cols, d_r + d_c)`."
+    """Cell (i, j) of a row-major grid gets [r_i; c_j]: `(rows, d_r)`, `(cols, d_c)` →
+    `(rows·cols, d_r + d_c)`."""
     return torch.cat(
         [r[:, None].expand(-1, len(c), -1), c[None].expand(len(r), -1, -1)], -1
     ).flatten(0, 1)
 
 
 def grid_encoding(rows: int, cols: int, d: int) -> torch.Tensor:
-    "2-D sinusoidal encoding of a row-major `rows × cols` grid: d/2 channels for the row, d/2 for the column. `(rows·cols, d)`."
+    """2-D sinusoidal encoding of a row-major `rows × cols` grid: d/2 channels for the
+    row, d/2 for the column. `(rows·cols, d)`."""
     if d % 4:
         raise ValueError(f"a 2-D encoding's width must be a multiple of 4, got {d}")
     return _rows_and_columns(
@@ -104,7 +113,8 @@ def grid_encoding(rows: int, cols: int, d: int) -> torch.Tensor:
 
 
 class LearnedGridEncoding(nn.Module):
-    "P_(i,j) = [E_row(i); E_col(j)]: one learned vector per row and one per column (grids up to `max_side`)."
+    """P_(i,j) = [E_row(i); E_col(j)]: one learned vector per row and one per column
+    (grids up to `max_side`)."""
 
     def __init__(self, d: int, max_side: int = 32):
         super().__init__()
@@ -118,7 +128,8 @@ class LearnedGridEncoding(nn.Module):
     def forward(self, rows: int, cols: int) -> torch.Tensor:
         if max(rows, cols) > self.rows.num_embeddings:
             raise ValueError(
-                f"a {rows}×{cols} grid is larger than max_side {self.rows.num_embeddings}"
+                f"a {rows}×{cols} grid is larger than "
+                f"max_side {self.rows.num_embeddings}"
             )
         return _rows_and_columns(
             self.rows.weight[:rows], self.cols.weight[:cols]
@@ -171,7 +182,8 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    "Pre-norm decoder layer: masked self-attention over the words so far, cross-attention over the image, FFN."
+    """Pre-norm decoder layer: masked self-attention over the words so far,
+    cross-attention over the image, FFN."""
 
     def __init__(
         self,
@@ -193,9 +205,11 @@ class DecoderLayer(nn.Module):
         )
 
     def forward(self, x, cross_kv, past=None, mask=None):
-        """`x (N, T, d)`: the new positions of N rows (k beams per image, N = k·B); `cross_kv`: the image's keys and values
-        `(B, h, L, ·)`; `past`: self-attention keys and values of the earlier positions `(N, h, t, ·)`, or None.
-        Returns x, the self-attention keys and values of every position so far, and the cross-attention weights `(N, h, T, L)`."""
+        """`x (N, T, d)`: the new positions of N rows (k beams per image, N = k·B);
+        `cross_kv`: the image's keys and values `(B, h, L, ·)`; `past`: self-attention
+        keys and values of the earlier positions `(N, h, t, ·)`, or None. Returns x, the
+        self-attention keys and values of every position so far, and the cross-attention
+        weights `(N, h, T, L)`."""
         y = self.norms[0](x)
         k, v = self.self_attn.kv(y)  # (N, h, T, ·): the new positions
         if past is not None:
@@ -217,9 +231,16 @@ class DecoderLayer(nn.Module):
         x = x + self.drop(z.reshape(N, T, d))
         return x + self.drop(self.ff(self.norms[2](x))), (k, v), w
 
+# %% ../nbs/15_transformer.ipynb #scenespreset
+# on the scenes: 4 heads of 32; no encoder layer over the 256 cells (it would
+# cost 4× the step); the others' learning rate 2e-3
+SCENES = dict(alpha_c=0.0, heads=4, encoder_layers=0)
+
 # %% ../nbs/15_transformer.ipynb #05b050d6
+@register("transformer", preset=dict(model_kwargs=SCENES))
 class TransformerCaptioner(Captioner):
-    "A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the annotation vectors, a decoder with masked self-attention and cross-attention."
+    """A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the
+    annotation vectors, a decoder with masked self-attention and cross-attention."""
 
     static_state = (2, 3)  # every layer's cross-attention keys and values
 
@@ -238,8 +259,10 @@ class TransformerCaptioner(Captioner):
         max_len: int = 256,
         alpha_c: float = 0.0,
     ):
-        """d_model = `embed_dim`, d_ff = 4·`hidden_dim`, `attention_dim` = h·d_k; `position`: the grid's encoding, sinusoidal | learned | none.
-        `alpha_c` λ: SAT's doubly stochastic penalty on the reported attention (not in the paper; 0: off)."""
+        """d_model = `embed_dim`, d_ff = 4·`hidden_dim`, `attention_dim` = h·d_k;
+        `position`: the grid's encoding, sinusoidal | learned | none. `alpha_c` λ: SAT's
+        doubly stochastic penalty on the reported attention (not in the paper; 0: off).
+        """
         super().__init__()
         if position not in ("sinusoidal", "learned", "none"):
             raise ValueError(
@@ -278,7 +301,8 @@ class TransformerCaptioner(Captioner):
         self.out.weight = self.embed.weight  # the output matrix is E
 
     def encode(self, feats: torch.Tensor) -> torch.Tensor:
-        "The encoder over the annotation vectors: `(B, L, D)` → `(B, L, d)`; a square L is a grid and gets its 2-D encoding."
+        """The encoder over the annotation vectors: `(B, L, D)` → `(B, L, d)`; a square
+        L is a grid and gets its 2-D encoding."""
         x, side = self.W_a(feats), math.isqrt(feats.shape[1])
         if self.position != "none" and side * side == feats.shape[1]:
             x = x + (
@@ -292,7 +316,8 @@ class TransformerCaptioner(Captioner):
         return self.enc_norm(x)
 
     def init_state(self, feats: torch.Tensor) -> tuple:
-        "(self-attention keys, values `(B, layers, h, 0, ·)`, cross-attention keys, values `(B, layers, h, L, ·)`), the latter once per image."
+        """(self-attention keys, values `(B, layers, h, 0, ·)`, cross-attention keys,
+        values `(B, layers, h, L, ·)`), the latter once per image."""
         m = self.encode(feats)
         K, V = (
             torch.stack(t, 1)
@@ -310,7 +335,8 @@ class TransformerCaptioner(Captioner):
         )
 
     def _decode(self, x, K, V, past=None, mask=None):
-        "Every decoder layer: output `(N, T, d)`, all positions' self-attention keys and values, cross-attention weights `(N, layers, h, T, L)`."
+        """Every decoder layer: output `(N, T, d)`, all positions' self-attention keys
+        and values, cross-attention weights `(N, layers, h, T, L)`."""
         kvw = []
         for i, layer in enumerate(self.decoder):
             x, (k, v), w = layer(
@@ -323,7 +349,8 @@ class TransformerCaptioner(Captioner):
         return (self.dec_norm(x), *(torch.stack(t, 1) for t in zip(*kvw)))
 
     def cross_attention(self, feats: torch.Tensor, captions: torch.Tensor):
-        "Teacher forcing: logits `(B, T, V)` and every layer's and head's cross-attention `(B, layers, h, T, L)`."
+        """Teacher forcing: logits `(B, T, V)` and every layer's and head's
+        cross-attention `(B, layers, h, T, L)`."""
         check_shape(feats, ("B", "L", self.feature_dim), name="feats")
         _, _, K, V = self.init_state(feats)
         T = captions.shape[1] - 1
@@ -333,12 +360,14 @@ class TransformerCaptioner(Captioner):
         return self.out(x), w
 
     def forward(self, feats, captions, lengths):
-        "Teacher forcing: logits `(B, T, V)` and the last layer's cross-attention, mean over its heads, `(B, T, L)`."
+        """Teacher forcing: logits `(B, T, V)` and the last layer's cross-attention,
+        mean over its heads, `(B, T, L)`."""
         logits, w = self.cross_attention(feats, captions)
         return logits, w[:, -1].mean(1)
 
     def step(self, words: torch.Tensor, state: tuple):
-        "One word for each of N rows: log p `(N, V)`, the state with this position's keys and values appended, attention `(N, L)`."
+        """One word for each of N rows: log p `(N, V)`, the state with this position's
+        keys and values appended, attention `(N, L)`."""
         pk, pv, K, V = state
         x, pk, pv, w = self._decode(
             self._words(words[:, None], pk.shape[3]), K, V, past=(pk, pv)
@@ -346,7 +375,8 @@ class TransformerCaptioner(Captioner):
         return self.out(x[:, 0]).log_softmax(-1), (pk, pv, K, V), w[:, -1, :, 0].mean(1)
 
     def loss(self, feats, captions, lengths):
-        "(Σ −log p(y | a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and stats; λ = `alpha_c`, 0 by default."
+        """(Σ −log p(y | a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and stats; λ = `alpha_c`,
+        0 by default."""
         logits, alpha = self(feats, captions, lengths)
         nll, n_words = caption_nll(logits, captions, lengths), (lengths - 1).sum()
         stats = {"nll": float(nll.detach().sum() / n_words)}
@@ -360,7 +390,8 @@ class TransformerCaptioner(Captioner):
 
 # %% ../nbs/15_transformer.ipynb #e26c4e7d
 class PrefixRecompute(nn.Module):
-    "A `TransformerCaptioner` decoded without the self-attention cache: each step runs the decoder over the whole prefix. A reference for checks and timing."
+    """A `TransformerCaptioner` decoded without the self-attention cache: each step runs
+    the decoder over the whole prefix. A reference for checks and timing."""
 
     static_state = (1, 2)
 

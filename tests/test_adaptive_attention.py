@@ -138,7 +138,8 @@ def test_fit_smoke_with_the_scenes_preset(tmp_path):
 
 
 def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
-    "The warm-up counter is saved with the weights: 2 steps, stop, 2 more steps give the weights of 4 steps straight."
+    """The warm-up counter is saved with the weights: 2 steps, stop, 2 more steps give
+    the weights of 4 steps straight."""
     from sat_tutorial.core import load_checkpoint
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_checkpoint_model, scenes_config
@@ -173,7 +174,8 @@ def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
     _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt")
     assert int(model.train_steps) == 4 and model.sentinel_open()
-    # closed, the sentinel gets zero gradients, so Adam leaves its weights where they started; step 4 moves them
+    # closed, the sentinel gets zero gradients, so Adam leaves its weights where they
+    # started; step 4 moves them
     fit(cfg, tmp_path / "c", stop_at=3, **quiet)
     three = load_checkpoint(tmp_path / "c" / "last.pt")["model"]
     for k in ("sentinel.W_h.weight", "sentinel.W_x.weight", "attention.W_s.weight"):

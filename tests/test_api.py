@@ -1,5 +1,7 @@
-"""The Python API at the package's top level (notebook 13_api): `sat_tutorial.load_captioner` and its classes are loaded on
-first use from `sat_tutorial.api`, and the console script named in settings.ini still finds the command's `main`."""
+"""The Python API at the package's top level (notebook 13_api): `load_captioner` and its
+classes are loaded on first use from `sat_tutorial.api`; the console script named in
+settings.ini still finds the command's `main`; and a trained checkpoint captions
+photographs with consistent results."""
 
 import configparser, importlib, subprocess, sys
 from pathlib import Path
@@ -22,7 +24,8 @@ def test_top_level_names_come_from_the_api_module(name):
 
 def test_import_stays_light_until_first_use():
     code = (
-        "import sys, sat_tutorial; assert 'sat_tutorial.api' not in sys.modules and 'torch' not in sys.modules; "
+        "import sys, sat_tutorial; assert 'sat_tutorial.api' not in sys.modules "
+        "and 'torch' not in sys.modules; "
         "sat_tutorial.load_captioner; assert 'sat_tutorial.api' in sys.modules"
     )
     r = subprocess.run(
@@ -52,3 +55,156 @@ def test_console_script_finds_main():
     from sat_tutorial.cli import main
 
     assert getattr(importlib.import_module(module), func) is main
+
+
+# ---- captioning real photographs through `load_captioner` -------------------------
+
+SMALL = dict(
+    steps=6,
+    n_train=60,
+    n_val=0,
+    n_test=0,
+    batch_size=8,
+    val_every=0,
+    ckpt_every=0,
+    embed_dim=16,
+    hidden_dim=16,
+    attention_dim=16,
+    feature_dim=16,
+    grid=8,
+    warmup=1,
+)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    "A soft- and a hard-attention checkpoint, each trained for a few steps here."
+    import torch
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
+
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("api_runs")
+    for model in ("soft", "hard"):
+        fit(
+            scenes_config(model=model, **SMALL),
+            root / model,
+            progress=False,
+            log=lambda *a: None,
+        )
+    return root
+
+
+@pytest.fixture(scope="module")
+def photos():
+    "Two photographs that ship with scikit-image: an astronaut and a cat."
+    data = pytest.importorskip("skimage.data")
+    return {"astronaut": data.astronaut(), "chelsea": data.chelsea()}
+
+
+def replayed_logprob(cap, image, words, finished):
+    "Σ log p of the caption's words (and <end>) fed one by one through `step`."
+    import torch
+    from sat_tutorial.data import Vocab
+
+    _, x = cap.prepare(image)
+    model = cap.model
+    with torch.no_grad():
+        state = model.init_state(cap.features(x[None]))
+        w, total = torch.tensor([Vocab.start]), 0.0
+        ids = [cap.vocab.stoi[t] for t in words] + ([Vocab.end] if finished else [])
+        for i in ids:
+            lp, state, _ = model.step(w, state)
+            total += float(lp[0, i])
+            w = torch.tensor([i])
+    return total
+
+
+def test_captions_photographs_with_consistent_results(runs, photos):
+    """A soft-attention checkpoint captions photographs: words from its vocabulary,
+    one α per word on the grid, each a distribution, and log p finite and equal to
+    the sum of the log-probabilities `step` gives the same words."""
+    import math
+    import torch
+    from sat_tutorial import load_captioner
+
+    cap = load_captioner(runs / "soft" / "last.pt", device="cpu")
+    g = SMALL["grid"]
+    for name, image in photos.items():
+        r = cap(image, beam_size=3, max_len=12)
+        assert r.words, name
+        assert all(w in cap.vocab.stoi for w in r.words), r.words
+        assert r.attention.shape == (len(r.words), g, g)
+        rows = r.attention.flatten(1)
+        assert (rows >= 0).all()
+        assert torch.allclose(rows.sum(1), torch.ones(len(r.words)), atol=1e-5)
+        assert math.isfinite(r.logprob) and r.logprob < 0
+        replay = replayed_logprob(cap, image, r.words, r.finished)
+        assert abs(replay - r.logprob) < 1e-4, (name, replay, r.logprob)
+        assert not r.hard and r.locations is None
+
+
+def test_a_batch_captions_as_one_by_one_and_any_image_form_alike(
+    runs, photos, tmp_path
+):
+    "A list in batches gives what each image alone gives; file, PIL, array, tensor too."
+    import torch
+    from PIL import Image
+    from sat_tutorial import load_captioner
+
+    cap = load_captioner(runs / "soft" / "last.pt", device="cpu")
+    ims = list(photos.values())
+    together = cap(ims + ims[::-1], beam_size=2, max_len=12, batch_size=3)
+    alone = [cap(im, beam_size=2, max_len=12) for im in ims + ims[::-1]]
+    for a, b in zip(together, alone):
+        assert a.words == b.words and abs(a.logprob - b.logprob) < 1e-4
+        assert torch.allclose(a.attention, b.attention, atol=1e-5)
+    astro = photos["astronaut"]
+    Image.fromarray(astro).save(tmp_path / "astronaut.png")
+    forms = [
+        tmp_path / "astronaut.png",
+        Image.fromarray(astro),
+        astro / 255,
+        torch.from_numpy(astro).permute(2, 0, 1),
+    ]
+    texts = {cap(f, beam_size=2, max_len=12).text for f in forms}
+    assert len(texts) == 1
+
+
+def test_an_ensemble_of_one_model_twice_captions_as_the_model(runs, photos):
+    from sat_tutorial import load_captioner
+
+    ck = runs / "soft" / "last.pt"
+    one = load_captioner(ck, device="cpu")
+    two = load_captioner([ck, ck], device="cpu")
+    for image in photos.values():
+        a, b = one(image, beam_size=3, max_len=12), two(image, beam_size=3, max_len=12)
+        assert a.words == b.words and abs(a.logprob - b.logprob) < 1e-4
+        assert not b.hard
+
+
+def test_reads_are_checked_and_reach_a_hard_attention_model(runs, photos):
+    """`reads` goes through the model's `set_reads` hook: a value it does not take is
+    one line naming the checkpoint and the allowed values; on soft attention, one line
+    saying that it applies to hard attention."""
+    from sat_tutorial import load_captioner
+    from sat_tutorial.core import InputError
+
+    hard = runs / "hard" / "last.pt"
+    with pytest.raises(InputError) as e:
+        load_captioner(hard, device="cpu", reads="bogus")
+    msg = str(e.value)
+    assert "\n" not in msg and str(hard) in msg and "cannot read 'bogus'" in msg
+    assert "argmax" in msg and "marginal" in msg and "expected" in msg
+    with pytest.raises(InputError, match="applies to hard-attention checkpoints"):
+        load_captioner(runs / "soft" / "last.pt", device="cpu", reads="marginal")
+    g = SMALL["grid"]
+    for reads, one_location in (("argmax", True), ("expected", False)):
+        cap = load_captioner(hard, device="cpu", reads=reads)
+        assert cap.model.inference == reads
+        r = cap(photos["chelsea"], beam_size=2, max_len=12)
+        assert all(w in cap.vocab.stoi for w in r.words)
+        assert r.hard == one_location
+        if one_location:
+            assert len(r.locations) == len(r.words)
+            assert all(0 <= i < g * g for i in r.locations)

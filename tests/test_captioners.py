@@ -1,5 +1,5 @@
-"""The Captioner protocol, checked the same way for every captioner: shapes, clear errors, `step` replaying `forward`,
-and padding that never matters."""
+"""The Captioner protocol, checked the same way for every registered captioner: shapes,
+clear errors, `step` replaying `forward`, padding that never matters, the hooks."""
 
 import copy
 
@@ -7,26 +7,54 @@ import pytest
 import torch
 
 from fakes import caption_batch
-from sat_tutorial.adaptive_attention import AdaptiveAttentionCaptioner
-from sat_tutorial.butd import BUTDCaptioner, PaperBUTDCaptioner
 from sat_tutorial.data import Vocab
 from sat_tutorial.hard_attention import HardAttentionCaptioner
-from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
-from sat_tutorial.soft_attention import SoftAttentionCaptioner
+from sat_tutorial.soft_attention import Captioner
+from sat_tutorial.training import CAPTIONERS as REGISTERED
 from sat_tutorial.transformer import TransformerCaptioner
 
-CAPTIONERS = [
-    SoftAttentionCaptioner,
-    HardAttentionCaptioner,
-    ExtendedHardAttentionCaptioner,
-    AdaptiveAttentionCaptioner,
-    PaperBUTDCaptioner,
-    BUTDCaptioner,
-    TransformerCaptioner,
-]
+CAPTIONERS = list(REGISTERED.values())  # every class `@register`ed (notebook 06)
+NAMES = list(REGISTERED)
 EXTRA = {
     TransformerCaptioner: dict(heads=1)
 }  # d_model 6 is no multiple of the default 8 heads
+# the captioners with notebook 06b's option to form the shared operands' gradients once
+GRADS_ONCE = [
+    c for c in CAPTIONERS if isinstance(getattr(c, "step_grads_once", None), bool)
+]
+
+
+def test_every_captioner_and_its_paper_form_is_registered():
+    "`--model` offers what `@register` holds: the CLI's models and the papers' forms."
+    for name in ("soft", "hard", "adaptive", "butd", "transformer"):
+        assert (
+            name in REGISTERED
+            and name + "-paper" in REGISTERED
+            or name in ("transformer",)
+        ), name
+    assert "butd-paper" in REGISTERED and "hard-paper" in REGISTERED
+    assert all(issubclass(c, Captioner) for c in CAPTIONERS)
+    assert len(set(CAPTIONERS)) == len(CAPTIONERS)  # one name per class
+    # the fast paths are options of the CLI's models, never of the papers' classes
+    assert {REGISTERED[n] for n in ("soft", "hard", "adaptive", "butd")} <= set(
+        GRADS_ONCE
+    )
+    assert not {REGISTERED[n] for n in NAMES if n.endswith("-paper")} & set(GRADS_ONCE)
+
+
+def test_register_refuses_a_second_class_under_a_taken_name():
+    from sat_tutorial.soft_attention import register
+
+    with pytest.raises(
+        ValueError, match="'soft' is already FastSoftAttentionCaptioner"
+    ):
+
+        @register("soft")
+        class Other(REGISTERED["soft-paper"]):
+            pass
+
+    with pytest.raises(TypeError, match="is not a Captioner"):
+        register("x")(torch.nn.Linear)
 
 
 def small(cls, **kw):
@@ -59,7 +87,43 @@ def test_protocol_shapes(cls):
     loss, stats = m.loss(feats, caps, lengths)
     assert loss.ndim == 0 and "nll" in stats
     assert all(0 <= i < len(state) for i in cls.static_state)
-    assert m.run_progress == 0.0  # the share of the run done: 0 until `fit` sets it
+
+
+@pytest.mark.parametrize("cls", CAPTIONERS)
+def test_protocol_hooks(cls):
+    "The hooks: `set_progress` and `set_reads` validate, `unused_parameters` says."
+    m = small(cls)
+    assert m.run_progress == 0.0  # the share of the run done: 0 until `set_progress`
+    m.set_progress(0.25)
+    assert m.run_progress == 0.25
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=f"{cls.__name__}: progress must be in"):
+            m.set_progress(bad)
+    assert m.run_progress == 0.25
+    with pytest.raises(ValueError, match=f"{cls.__name__} cannot read 'bogus'"):
+        m.set_reads("bogus")
+    for reads in cls.INFERENCE:
+        m.set_reads(reads)
+        assert m.inference == reads
+    assert isinstance(m.unused_parameters(), bool)
+    assert m.unused_parameters() == issubclass(cls, HardAttentionCaptioner)
+
+
+def test_the_protocol_is_abstract():
+    "A class that leaves out one of the four methods cannot be built."
+
+    class NoLoss(Captioner):
+        def forward(self, feats, captions, lengths):
+            return None
+
+        def init_state(self, feats):
+            return ()
+
+        def step(self, words, state):
+            return None
+
+    with pytest.raises(TypeError, match="abstract"):
+        NoLoss()
 
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
@@ -86,7 +150,8 @@ def test_step_replays_forward_in_eval_mode(cls):
 @pytest.mark.parametrize("cls", CAPTIONERS)
 @pytest.mark.parametrize("alpha_c", [0.0, 0.5])
 def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
-    "Other words in the padded positions change neither the loss nor any gradient (same seed: same dropout, same samples)."
+    """Other words in the padded positions change neither the loss nor any gradient
+    (same seed: same dropout, same samples)."""
     if cls is HardAttentionCaptioner and alpha_c:
         pytest.skip(
             "the paper's hard attention (notebook 07) has no doubly stochastic penalty"
@@ -123,9 +188,22 @@ def test_padding_changes_nothing_with_dropout_seeded(cls, alpha_c):
     assert torch.equal(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1])
 
 
-@pytest.mark.parametrize("cls", CAPTIONERS)
+def _graph_nodes(t):
+    "The class names of the autograd nodes behind `t`."
+    seen, todo = set(), [t.grad_fn]
+    while todo:
+        f = todo.pop()
+        if f is not None and f not in seen:
+            seen.add(f)
+            todo += [g for g, _ in f.next_functions]
+    return [type(f).__name__ for f in seen]
+
+
+@pytest.mark.parametrize("cls", GRADS_ONCE)
 def test_gradients_formed_once_equal_per_step(cls):
-    "`step_grads_once` (StepOperand, notebook 06) changes how the gradients of what every step multiplies are summed, not their values."
+    """`step_grads_once` (StepOperand, notebook 06b) changes how the gradients of what
+    every step multiplies are formed (the graph holds `_SumSteps` nodes only with it),
+    not their values."""
     m = small(cls).double().train()
     caps, lengths = caption_batch()
     feats = torch.randn(3, 10, 8, dtype=torch.float64)
@@ -139,18 +217,44 @@ def test_gradients_formed_once_equal_per_step(cls):
         m.step_grads_once = once
         f = feats.clone().requires_grad_()
         torch.manual_seed(0)  # hard attention: the same sampled locations
-        grads[once] = torch.autograd.grad(
-            m.loss(f, caps, lengths)[0], params + (f,), allow_unused=True
-        )
+        loss = m.loss(f, caps, lengths)[0]
+        n_sum = _graph_nodes(loss).count("_SumStepsBackward")
+        assert (n_sum > 0) == once, (once, n_sum)
+        grads[once] = torch.autograd.grad(loss, params + (f,), allow_unused=True)
     for n, a, b in zip(names + ("feats",), grads[False], grads[True]):
         assert (a is None) == (b is None), n
         if a is not None:
             assert torch.allclose(a, b, rtol=1e-10, atol=1e-12), n
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES if n + "-paper" in NAMES])
+def test_the_cli_model_computes_the_papers_function(name):
+    """`--model soft` (and hard, adaptive, butd) is its paper's class with faster
+    kernels: the same seed gives the same weights and the same loss and gradients."""
+    fast, paper = REGISTERED[name], REGISTERED[name + "-paper"]
+    assert issubclass(fast, paper)
+    caps, lengths = caption_batch()
+    feats = torch.randn(3, 10, 8, dtype=torch.float64)
+    out = []
+    for cls in (paper, fast):
+        m = small(cls).double()
+        torch.manual_seed(0)  # hard attention: the same sampled locations
+        loss = m.loss(feats, caps, lengths)[0]
+        grads = torch.autograd.grad(loss, list(m.parameters()), allow_unused=True)
+        out.append((m.state_dict(), loss, grads))
+    (sd_p, l_p, g_p), (sd_f, l_f, g_f) = out
+    assert list(sd_p) == [k for k in sd_f if k != "train_steps"]
+    assert all(torch.equal(sd_p[k], sd_f[k]) for k in sd_p)
+    assert torch.allclose(l_p, l_f, rtol=1e-12)
+    for a, b in zip(g_p, g_f):
+        assert (a is None) == (b is None)
+        assert a is None or torch.allclose(a, b, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.parametrize("cls", CAPTIONERS)
 def test_bf16_autocast_training_step(cls):
-    "`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained through the annotations, gives finite float32 gradients."
+    """`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained
+    through the annotations, gives finite float32 gradients."""
     from sat_tutorial.soft_attention import train_step
 
     m, enc = small(cls), torch.nn.Linear(8, 8)

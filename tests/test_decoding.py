@@ -28,18 +28,10 @@ def test_state_helpers():
 
 
 def _captioners():
-    from sat_tutorial.adaptive_attention import AdaptiveAttentionCaptioner
-    from sat_tutorial.butd import BUTDCaptioner
-    from sat_tutorial.hard_attention import HardAttentionCaptioner
-    from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
+    "Every registered captioner (`@register`, notebook 06), small and in eval mode."
+    from sat_tutorial.training import CAPTIONERS
 
-    for cls in (
-        SoftAttentionCaptioner,
-        HardAttentionCaptioner,
-        ExtendedHardAttentionCaptioner,
-        AdaptiveAttentionCaptioner,
-        BUTDCaptioner,
-    ):
+    for cls in CAPTIONERS.values():
         torch.manual_seed(3)
         m = cls(25, 8, embed_dim=8, hidden_dim=12, attention_dim=8, dropout=0.0).eval()
         yield cls.__name__, m

@@ -34,7 +34,8 @@ from sat_tutorial.hard_attention_beyond import (
     rewards_to_go,
 )
 from sat_tutorial.hard_attention_marginal import Marginal, MarginalReads
-from sat_tutorial.soft_attention import StepOperand, caption_nll, target_mask, word_nll
+from sat_tutorial.soft_attention import caption_nll, target_mask, word_nll
+from sat_tutorial.soft_attention_beyond import StepOperand
 
 Extended = ExtendedHardAttentionCaptioner
 

@@ -31,18 +31,17 @@ DEBT = {
     "04_draw": (68.0, 149),
     "04b_draw_training": (47.3, 115),
     "05_encoders": (68.0, 139),
-    "06_soft_attention": (77.2, 157),
     "08_decoding": (48.6, 115),
     "09_metrics": (33.4, 89),
-    "10_adaptive_attention": (68.5, 75),
+    "10_adaptive_attention": (62.6, 75),
     "12_training": (60.8, 125),
     "12b_optimization": (30.2, 121),
     "12c_fit": (67.0, 90),
     "12d_training_beyond": (47.7, 88),
-    "13_api": (32.3, 140),
+    "13_api": (33.4, 150),
     "13b_cli": (88.9, 171),
     "14_attention_ocr": (84.4, 110),
-    "15_transformer": (74.0, 140),
+    "15_transformer": (75.6, 151),
 }
 
 ROWS = {r["notebook"][: -len(".ipynb")]: r for r in all_measures()}

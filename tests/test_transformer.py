@@ -1,5 +1,6 @@
-"""The Transformer captioner (notebook 15) beyond the protocol tests of test_captioners.py: the cache against recomputing
-the prefix, its options and their errors, and the command line end to end (train, evaluate, self-critical training)."""
+"""The Transformer captioner (notebook 15) beyond the protocol tests of
+test_captioners.py: the cache against recomputing the prefix, its options and their
+errors, and the command line end to end (train, evaluate, self-critical training)."""
 
 import json
 
@@ -34,7 +35,7 @@ def small(**kw):
     )
     m.out = torch.nn.Linear(
         16, 30
-    )  # untied: a random model with E as its output matrix mostly repeats its input word
+    )  # untied: with E as its output matrix a random model repeats its input word
     return m.eval()
 
 
@@ -99,7 +100,8 @@ def test_grid_encoding_needs_a_multiple_of_four():
 
 
 def test_train_evaluate_and_self_critical_through_main(tmp_path, capsys):
-    "`train --model transformer` on the scenes, `evaluate` its checkpoint, and self-critical training from it."
+    """`train --model transformer` on the scenes, `evaluate` its checkpoint, and
+    self-critical training from it."""
     common = [
         "--data",
         "scenes",
