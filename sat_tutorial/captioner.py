@@ -46,12 +46,17 @@ class Captioner(nn.Module, abc.ABC):
 
     def set_reads(self, reads: str) -> None:
         "Hook: how eval mode reads the image, one of `INFERENCE`."
+        self.check_reads(reads)
+        self.inference = reads
+
+    def check_reads(self, reads) -> None:
+        "A one-line error unless `reads` is one of `INFERENCE`."
         if reads not in self.INFERENCE:
             allowed = ", ".join(self.INFERENCE) or "none (it has one way to read)"
             raise ValueError(
-                f"{type(self).__name__} cannot read {reads!r}; allowed: {allowed}"
+                f"{type(self).__name__} cannot read {reads!r}: inference (reads) "
+                f"must be one of {allowed}"
             )
-        self.inference = reads
 
     def unused_parameters(self) -> bool:
         "Hook: whether a training step may leave parameters out of the graph (DDP)."

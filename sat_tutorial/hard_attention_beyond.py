@@ -321,9 +321,13 @@ class PolicyReads:
     """The read policy inside the model (a mixin of the class below): eval mode
     reads by `self.reads`; a policy that `decodes` (07c) runs its own steps."""
 
+    INFERENCE = READS  # the names `set_reads` takes
+
     def set_reads(self, reads: str | ReadPolicy) -> None:
         "How eval mode reads: a `ReadPolicy` or its name; an unknown one is an error."
         k = getattr(self.objective, "k", None)  # a marginal objective's K
+        if not isinstance(reads, ReadPolicy):
+            self.check_reads(reads)  # the protocol's one-line error (notebook 05b)
         self.reads = read_policy(reads, k or self._marginal_k)
 
     @property
