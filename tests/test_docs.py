@@ -277,3 +277,48 @@ def test_docstring_math_becomes_math_role():
         r"The :math:`N \times N` grid: :math:`F_X` (bs, N, A).",
         "Data under $SAT_TUTORIAL_DATA/mnist, $5 or $6.",
     ]  # not math: left alone
+
+
+def _stamped(code, output, current):
+    "A notebook storing `output` for `code`, stamped as tools/notebooks.py does."
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebooks as nbt
+
+    cell = new_code_cell(code)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)]
+    nb = new_notebook(
+        cells=[new_markdown_cell("# Stored"), cell],
+        metadata={
+            "kernelspec": {
+                "name": "python3",
+                "display_name": "python3",
+                "language": "python",
+            }
+        },
+    )
+    h = nbt.code_hash(nb)
+    nb.metadata[nbt.KEY] = {"code_hash": h if current else "0" * 16}
+    return nb
+
+
+def test_book_shows_current_stored_outputs_without_running(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    # current: shown as stored; running it would fail the build
+    nbformat.write(
+        _stamped("raise RuntimeError('not to be run')", "STORED 7\n", True),
+        tmp_path / "nbs" / "00_gamma.ipynb",
+    )
+    # stale: its stored output is not shown, it is executed
+    nbformat.write(
+        _stamped("print('NEW ' + 'OUTPUT')", "OLD OUTPUT\n", False),
+        tmp_path / "nbs" / "01_delta.ipynb",
+    )
+    (tmp_path / "tex-svg-full.js").write_text("")
+    (tmp_path / "RESULTS.md").write_text("# Results\n")
+    _build(tmp_path, tmp_path / "work")
+    gamma = (tmp_path / "site" / "nbs" / "00_gamma.html").read_text()
+    delta = (tmp_path / "site" / "nbs" / "01_delta.html").read_text()
+    assert "STORED 7" in gamma and "Traceback" not in gamma
+    assert "NEW OUTPUT" in delta and "OLD OUTPUT" not in delta

@@ -1,4 +1,5 @@
-"""The repository is in step: notebooks are clean, and the package is what nbdev_export makes of them."""
+"""The repository is in step: notebooks are clean, and the package is what nbdev_export
+makes of them."""
 
 import filecmp, shutil, subprocess, sys
 from pathlib import Path
@@ -22,7 +23,8 @@ def test_there_are_notebooks():
 
 
 def test_notebooks_are_clean(tmp_path):
-    "nbdev_clean changes nothing: no outputs, no execution counts, no stray metadata."
+    """nbdev_clean changes nothing: no execution counts, no stray metadata (stored outputs
+    and their stamp stay: tools/notebooks.py writes what nbdev_clean leaves)."""
     for nb in NBS:
         shutil.copy(nb, tmp_path / nb.name)
     _run([BIN / "nbdev_clean", "--fname", str(tmp_path)], cwd=ROOT)
