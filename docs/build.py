@@ -169,6 +169,8 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
 
     put("conf.py", (DOCS / "conf.py").read_text())
     put("_static/mathjax/tex-svg-full.js", mathjax.read_bytes())
+    for fig in sorted((DOCS / "figures").glob("*.png")):  # the first page shows them
+        put(f"figures/{fig.name}", fig.read_bytes())
 
     sys.path.insert(0, str(ROOT / "tools"))
     from notebooks import status

@@ -156,7 +156,7 @@ def run(paths: list[Path], force: bool, timeout: int) -> int:
         try:
             r = execute(p, timeout)
         except Exception as e:  # a failing cell: report it, keep the file, go on
-            first = str(e).strip().splitlines()
+            first = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines()
             print(f"FAILED after {time.perf_counter() - t0:.0f} s", flush=True)
             print("    " + "\n    ".join(first[-6:]), flush=True)
             failed.append(p.stem)
