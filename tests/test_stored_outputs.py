@@ -35,10 +35,10 @@ def test_notebook_under_1_mb(name):
     )
 
 
-def _nb(cells, stamp=None):
+def _nb(cells, stamp=None, outputs=1):
     nb = {"cells": cells, "metadata": {}}
     if stamp is not None:
-        nb["metadata"][nbt.KEY] = {"code_hash": stamp}
+        nb["metadata"][nbt.KEY] = {"code_hash": stamp, "outputs": outputs}
     return nb
 
 
@@ -60,6 +60,8 @@ def test_status_tells_current_from_stale(tmp_path):
     assert state(_nb([cell])) == "stale"  # outputs that no run stamped
     assert state(_nb([dict(cell, outputs=[])], h)) == "stale"  # outputs cleared
     assert state(_nb([dict(cell, outputs=[])])) == "unexecuted"
+    quiet = dict(cell, source="x = 1", outputs=[])  # a notebook that prints nothing
+    assert state(_nb([quiet], nbt.code_hash(_nb([quiet])), outputs=0)) == "current"
 
 
 def test_nbdev_clean_keeps_outputs_and_stamp():

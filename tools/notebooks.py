@@ -51,8 +51,14 @@ def code_hash(nb: dict) -> str:
     return hashlib.sha256(json.dumps(sources).encode()).hexdigest()[:16]
 
 
+def n_outputs(nb: dict) -> int:
+    return sum(
+        len(c.get("outputs", [])) for c in nb["cells"] if c["cell_type"] == "code"
+    )
+
+
 def has_outputs(nb: dict) -> bool:
-    return any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")
+    return n_outputs(nb) > 0
 
 
 def images(nb: dict) -> int:
@@ -67,14 +73,15 @@ def images(nb: dict) -> int:
 
 
 def status(path: Path) -> str:
-    """'current' (stamped by the current code, outputs stored), 'stale' (stamped by
+    """'current' (stamped by the current code, its outputs stored), 'stale' (stamped by
     older code, or outputs without a stamp, or a stamp whose outputs were cleared) or
     'unexecuted' (no stamp and no outputs)."""
     nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    stamp = nb.get("metadata", {}).get(KEY, {}).get("code_hash")
-    if stamp is None:
+    stamp = nb.get("metadata", {}).get(KEY, {})
+    if "code_hash" not in stamp:
         return "stale" if has_outputs(nb) else "unexecuted"
-    return "current" if stamp == code_hash(nb) and has_outputs(nb) else "stale"
+    same = stamp["code_hash"] == code_hash(nb) and stamp.get("outputs") == n_outputs(nb)
+    return "current" if same else "stale"
 
 
 def notebooks(names=()) -> list[Path]:
@@ -140,7 +147,7 @@ def execute(path: Path, timeout: int = 900) -> dict:
         c.metadata["tags"].remove("skip-execution")
         c.outputs = []
     nb = json.loads(nbformat.writes(nb))
-    nb["metadata"][KEY] = {"code_hash": code_hash(nb)}
+    nb["metadata"][KEY] = {"code_hash": code_hash(nb), "outputs": n_outputs(nb)}
     clean_nb(nb, False, [KEY], None, True)  # what nbdev_clean does with settings.ini
     write_nb(nb, path)
     return {"figures": images(nb), "bytes": path.stat().st_size}
