@@ -90,24 +90,9 @@ def _cmd_read(args) -> int:
         print(json.dumps({"image": str(p), "text": r["text"], "logprob": r["logprob"]}))
     return 0
 
-# %% ../nbs/14c_ocr_cli.ipynb #ocr00053f
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    """Register `ocr train`, `ocr evaluate` and `ocr read` on an argparse subparsers
-    object."""
-    p = subparsers.add_parser(
-        "ocr",
-        help="attention OCR (Lee & Osindero 2016) on rendered word images",
-        description="Train, evaluate and run a word reader: "
-        "recursive/recurrent/plain CNN + attention decoder.",
-    )
-    sub = p.add_subparsers(
-        dest="ocr_command", metavar="{train,evaluate,read}", required=True
-    )
-    t = sub.add_parser(
-        "train",
-        help="render words and train a reader",
-        description="Train a reader; writes OUT/ocr.pt and OUT/metrics.json.",
-    )
+# %% ../nbs/14c_ocr_cli.ipynb #639f6fe8
+def _train_flags(t: argparse.ArgumentParser) -> None:
+    "The flags of `ocr train`: the configuration, the run and where it goes."
     t.add_argument(
         "--encoder",
         choices=list(BLOCKS),
@@ -148,6 +133,26 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_cmd_train)
+
+# %% ../nbs/14c_ocr_cli.ipynb #ocr00053f
+def add_cli(subparsers) -> argparse.ArgumentParser:
+    """Register `ocr train`, `ocr evaluate` and `ocr read` on an argparse subparsers
+    object."""
+    p = subparsers.add_parser(
+        "ocr",
+        help="attention OCR (Lee & Osindero 2016) on rendered word images",
+        description="Train, evaluate and run a word reader: "
+        "recursive/recurrent/plain CNN + attention decoder.",
+    )
+    sub = p.add_subparsers(
+        dest="ocr_command", metavar="{train,evaluate,read}", required=True
+    )
+    t = sub.add_parser(
+        "train",
+        help="render words and train a reader",
+        description="Train a reader; writes OUT/ocr.pt and OUT/metrics.json.",
+    )
+    _train_flags(t)
     e = sub.add_parser(
         "evaluate",
         help="word accuracy, CER, attention correctness on held-out words",

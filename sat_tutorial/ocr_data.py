@@ -81,7 +81,7 @@ def _rotate_points(
         + np.array(new_size) / 2
     )
 
-
+# %% ../nbs/14b_word_images.ipynb #799a560f
 def render_word(
     word: str, rng: np.random.Generator, cfg: RenderConfig = RenderConfig()
 ) -> tuple[np.ndarray, np.ndarray]:
