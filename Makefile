@@ -10,13 +10,15 @@ DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DAT
 TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 JOBS ?= 2
 
-.PHONY: demo test install lab export clean-nbs bench help docs docs-check assignments grade
+.PHONY: demo test install lab export clean-nbs bench help docs docs-check notebooks assignments grade
 
 help:
 	@echo "make demo   - install into $(VENV) and run the demo (sat-tutorial demo --out demo_out)"
 	@echo "make test   - install into $(VENV), run tests/ and every notebook (nbval)"
 	@echo "make lab    - open the notebooks in JupyterLab"
 	@echo "make export - nbdev_export + nbdev_clean after editing notebooks"
+	@echo "make notebooks - execute the notebooks whose stored outputs are not current, one after"
+	@echo "                 another, and store their outputs (NB='02 14' for some, ALL=1 for all)"
 	@echo "make docs   - build the book (every notebook executed, API, options, results) into _docs/"
 	@echo "make docs-check - open every page of _docs/ in headless Chromium; screenshots in _docs/_screens/"
 	@echo "make assignments - write the student versions of the course kit to assignments/release/"
@@ -58,6 +60,10 @@ test: $(STAMP)
 
 lab: $(STAMP)
 	$(DATA_ENV) $(VENV)/bin/jupyter lab nbs
+
+# Stored outputs: figures visible on GitHub, in JupyterLab and in the book before running.
+notebooks: $(STAMP)
+	$(DATA_ENV) $(PY) tools/notebooks.py run $(if $(ALL),--all,) $(NB)
 
 export: $(STAMP)
 	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean

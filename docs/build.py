@@ -1,13 +1,16 @@
-"""Build the book: every notebook in nbs/ executed (outputs cached by jupyter-cache), an API page per module,
-the command-line options and the measured results, as a static HTML site in _docs/ that loads nothing from
-the network.
+"""Build the book: every notebook in nbs/ with its outputs, an API page per module, the
+command-line options and the measured results, as a static HTML site in _docs/ that
+loads nothing from the network. A notebook whose stored outputs are current
+(tools/notebooks.py stamped them from its present code) is shown with those outputs
+and not executed; any other is executed, its outputs cached by jupyter-cache.
 
     python docs/build.py [--out _docs] [--work .docs_build] [--jobs 1]
 
-The notebooks on disk are never changed: they are copied into <work>/src, where nbdev's directives become
-myst-nb cell tags (`#| hide` removes the cell, `#| eval: false` skips its execution) and the `#|` lines are
-stripped from the shown source. Staged files are rewritten only when their content changes, so Sphinx rereads
-only what changed, and jupyter-cache executes only notebooks whose code changed.
+The notebooks on disk are never changed: they are copied into <work>/src, where nbdev's
+directives become myst-nb cell tags (`#| hide` removes the cell, `#| eval: false` skips
+its execution) and the `#|` lines are stripped from the shown source. Staged files are
+rewritten only when their content changes, so Sphinx rereads only what changed, and
+jupyter-cache executes only notebooks whose code changed.
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class BuildError(Exception):
 
 
 def directives(source: str) -> list[str]:
-    """nbdev's `#|` directives in a cell, normalised: 'export', 'eval: false', 'default_exp core', ..."""
+    """nbdev's `#|` directives in a cell, normalised: 'export', 'eval: false',
+    'default_exp core', ..."""
     out = []
     for line in source.splitlines():
         if DIRECTIVE.match(line):
@@ -51,7 +55,7 @@ def directives(source: str) -> list[str]:
 
 
 def strip_markers(source: str) -> str:
-    """The source a reader sees: without `#|` directive lines and `# NBVAL_...` markers."""
+    "The source a reader sees: without `#|` directive lines and `# NBVAL_...` markers."
     lines = [
         ln
         for ln in source.splitlines()
@@ -60,10 +64,13 @@ def strip_markers(source: str) -> str:
     return "\n".join(lines).strip("\n")
 
 
-def stage_notebook(nb, api_link: bool = True):
-    """Turn nbdev directives of a notebook (nbformat node, changed in place) into myst-nb tags; return its module name.
+def stage_notebook(nb, api_link: bool = True, stored: bool = False):
+    """Turn nbdev directives of a notebook (nbformat node, changed in place) into
+    myst-nb tags; return its module name.
 
-    With `api_link`, a link to the API page of the module it exports (api/<module>) follows its first markdown cell."""
+    With `api_link`, a link to the API page of the module it exports (api/<module>)
+    follows its first markdown cell. With `stored`, its stored outputs are kept and
+    myst-nb does not execute it."""
     module = None
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -82,13 +89,16 @@ def stage_notebook(nb, api_link: bool = True):
         if tags:
             cell.metadata["tags"] = sorted(set(tags))
         cell.source = shown
-        cell.outputs, cell.execution_count = [], None
+        if not stored:
+            cell.outputs, cell.execution_count = [], None
+    if stored:
+        nb.metadata["mystnb"] = {"execution_mode": "off"}
     if module and api_link:
         import nbformat
 
         link = nbformat.v4.new_markdown_cell(
-            f"```{{seealso}}\nThe API of `sat_tutorial.{module}`, the module this notebook exports: "
-            f"{{doc}}`../api/{module}`.\n```"
+            f"```{{seealso}}\nThe API of `sat_tutorial.{module}`, "
+            f"the module this notebook exports: {{doc}}`../api/{module}`.\n```"
         )
         link.id = "sat-docs-api-link"
         first_md = next(
@@ -99,7 +109,8 @@ def stage_notebook(nb, api_link: bool = True):
 
 
 def options_page() -> str:
-    """Every `sat-tutorial` subcommand's --help, generated from the parser the command itself uses."""
+    """Every `sat-tutorial` subcommand's --help, generated from the parser the command
+    itself uses."""
     from sat_tutorial.cli import build_parser
 
     def walk(parser, name):
@@ -115,8 +126,9 @@ def options_page() -> str:
     parts = [
         notes,
         "## Every subcommand's `--help`\n",
-        "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its options, exactly as its "
-        "`--help` prints them; this part is generated from the command's own parser when the book is built.\n",
+        "Every subcommand of `sat-tutorial` (also `python -m sat_tutorial`) with its "
+        "options, exactly as its `--help` prints them; this part is generated from the "
+        "command's own parser when the book is built.\n",
     ]
     columns = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = (
@@ -145,7 +157,8 @@ def write_if_changed(path: Path, text: str | bytes) -> bool:
 
 
 def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> list[str]:
-    """Write the Sphinx source folder; return the staged notebooks' docnames in reading order."""
+    """Write the Sphinx source folder; return the staged notebooks' docnames in reading
+    order."""
     import nbformat
 
     expected: set[Path] = set()
@@ -156,19 +169,25 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
 
     put("conf.py", (DOCS / "conf.py").read_text())
     put("_static/mathjax/tex-svg-full.js", mathjax.read_bytes())
+    for fig in sorted((DOCS / "figures").glob("*.png")):  # the first page shows them
+        put(f"figures/{fig.name}", fig.read_bytes())
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    from notebooks import status
 
     nb_docs, api_docs = [], []
     for path in nbs:
         nb = nbformat.read(path, as_version=4)
-        module = stage_notebook(nb)
+        module = stage_notebook(nb, stored=status(path) == "current")
         put(f"nbs/{path.name}", nbformat.writes(nb) + "\n")
         nb_docs.append(f"nbs/{path.stem}")
         if module:
             head = f"`sat_tutorial.{module}`"
             put(
                 f"api/{module}.md",
-                f"# {head}\n\nGenerated from the docstrings; derived and explained in the notebook "
-                f"{{doc}}`../nbs/{path.stem}`.\n\n```{{eval-rst}}\n.. automodule:: sat_tutorial.{module}\n```\n",
+                f"# {head}\n\nGenerated from the docstrings; derived and explained in "
+                f"the notebook {{doc}}`../nbs/{path.stem}`.\n\n```{{eval-rst}}\n"
+                f".. automodule:: sat_tutorial.{module}\n```\n",
             )
             api_docs.append(f"api/{module}")
 
@@ -204,7 +223,8 @@ def stage(nbs: list[Path], src: Path, mathjax: Path, results: list[Path]) -> lis
 
 
 class _Refs(html.parser.HTMLParser):
-    """Collects the URLs a page would load: script src, link href, img src (and srcset), iframe/source/video src."""
+    """Collects the URLs a page would load: script src, link href, img src (and srcset),
+    iframe/source/video src."""
 
     LOADS = {
         "script": ("src",),
@@ -243,7 +263,8 @@ CSS_REMOTE = re.compile(r"""(url\(\s*['"]?|@import\s+['"])\s*(https?:)?//""", re
 
 
 def external_refs(site: Path) -> list[str]:
-    """Every reference in the built site that would make a browser fetch something from the network."""
+    """Every reference in the built site that would make a browser fetch something from
+    the network."""
     bad = []
     for page in sorted(site.rglob("*.html")):
         p = _Refs()
@@ -271,7 +292,8 @@ def build(
     jobs: int = 1,
     quiet: bool = False,
 ) -> list[str]:
-    """Stage and build the site; return the notebook docnames. Raises BuildError with a one-line reason."""
+    """Stage and build the site; return the notebook docnames. Raises BuildError with a
+    one-line reason."""
     try:
         import myst_nb, sphinx, sphinx_book_theme  # noqa: F401
     except ImportError as e:
@@ -290,8 +312,8 @@ def build(
     mathjax = work / MATHJAX_REL if mathjax is None else mathjax
     if not mathjax.is_file():
         raise BuildError(
-            f"MathJax not found at {mathjax}: run `npm install --prefix {work / 'npm'} {MATHJAX_NPM}` "
-            "(make docs does it)"
+            f"MathJax not found at {mathjax}: run "
+            f"`npm install --prefix {work / 'npm'} {MATHJAX_NPM}` (make docs does it)"
         )
     results = (
         sorted((ROOT / "bench").glob("RESULTS*.md")) if results is None else results
@@ -300,7 +322,8 @@ def build(
     docs = stage(nbs, src, mathjax, results)
 
     env = dict(os.environ)
-    # Headless, and figures become outputs of their cells: the inline backend (MPLBACKEND=Agg, as the tests use,
+    # Headless, and figures become outputs of their cells: the inline backend
+    # (MPLBACKEND=Agg, as the tests use,
     # would draw them nowhere).
     env["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     shared = (
@@ -374,7 +397,8 @@ def main(argv=None) -> int:
         print(f"docs/build.py: {e}", file=sys.stderr)
         return 1
     print(
-        f"docs/build.py: {len(docs)} notebooks built into {args.out}/index.html in {time.perf_counter() - t0:.0f} s"
+        f"docs/build.py: {len(docs)} notebooks built into {args.out}/index.html "
+        f"in {time.perf_counter() - t0:.0f} s"
     )
     return 0
 

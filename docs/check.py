@@ -1,15 +1,17 @@
-"""Open every page of the built book in headless Chromium and fail unless each page is whole and offline.
+"""Open every page of the built book in headless Chromium and fail unless each page is
+whole and offline.
 
     python docs/check.py [--site _docs] [--install-browser]
 
-On every page: each image loaded (naturalWidth > 0), each equation typeset by MathJax (an mjx-container inside
-every .math element, and no raw `$$`, `\\command` or `$x_` TeX left in the text outside code), no console error
-or uncaught exception, no file the page loads missing, and no request for anything but local files. Search is
-checked once: search.html?q=attention must list results. One full-page screenshot per notebook goes to
+On every page: each image loaded (naturalWidth > 0), each equation typeset by MathJax
+(an mjx-container inside every .math element, and no raw `$$`, `\\command` or `$x_` TeX
+left in the text outside code), no console error or uncaught exception, no file the page
+loads missing, and no request for anything but local files. Search is checked once:
+search.html?q=attention must list results. One full-page screenshot per notebook goes to
 <site>/_screens/.
 
-The browser is Debian's `chromium` (or $CHROMIUM), driven by Playwright for Python; Playwright's own browser
-download is not needed.
+The browser is Debian's `chromium` (or $CHROMIUM), driven by Playwright for Python;
+Playwright's own browser download is not needed.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ("file:", "data:", "blob:", "about:")
 
-# Runs in the page after load: waits for images and MathJax, then reports what is broken.
+# Runs in the page after load: waits for images and MathJax, then reports what is
+# broken.
 INSPECT = r"""async () => {
   const imgs = [...document.images];
   imgs.forEach(i => { i.loading = 'eager'; });
@@ -67,7 +70,8 @@ def find_chromium() -> str | None:
 
 
 def install_chromium() -> None:
-    """apt-get install chromium where that is possible (root, or password-less sudo); otherwise say how."""
+    """apt-get install chromium where that is possible (root, or password-less sudo);
+    otherwise say how."""
     if not shutil.which("apt-get"):
         return
     prefix = [] if os.geteuid() == 0 else ["sudo", "-n"]
@@ -90,7 +94,8 @@ def pages_of(site: Path) -> list[Path]:
 
 
 def check_page(context, url: str) -> tuple[dict, list[str], object]:
-    """Open one page; return the page's report, its problems, and the open page (for a screenshot)."""
+    """Open one page; return the page's report, its problems, and the open page (for a
+    screenshot)."""
     problems: list[str] = []
     page = context.new_page()
     page.on(
@@ -161,7 +166,8 @@ def main(argv=None) -> int:
         chromium = find_chromium()
     if chromium is None:
         print(
-            "docs/check.py: Chromium not found: install Debian's package (`sudo apt-get install chromium`) "
+            "docs/check.py: Chromium not found: install Debian's package (`sudo "
+            "apt-get install chromium`) "
             "or set CHROMIUM=/path/to/chromium",
             file=sys.stderr,
         )
@@ -170,7 +176,8 @@ def main(argv=None) -> int:
         from playwright.sync_api import sync_playwright
     except ImportError:
         print(
-            "docs/check.py: playwright is not installed: pip install -e '.[docs]' (make docs does it)",
+            "docs/check.py: playwright is not installed: pip install -e '.[docs]' "
+            "(make docs does it)",
             file=sys.stderr,
         )
         return 1
@@ -187,7 +194,8 @@ def main(argv=None) -> int:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1280, "height": 900})
         context.set_default_timeout(args.timeout * 1000)
-        # Anything not local is refused before it leaves (and counted as a failure by check_page).
+        # Anything not local is refused before it leaves (and counted as a failure by
+        # check_page).
         context.route(
             lambda url: not url.startswith(LOCAL),
             lambda route: route.abort("blockedbyclient"),
@@ -230,7 +238,8 @@ def main(argv=None) -> int:
         failed += bool(problems)
         browser.close()
     print(
-        f"docs/check.py: {totals['pages']} pages, {totals['images']} images, {totals['maths']} equations "
+        f"docs/check.py: {totals['pages']} pages, {totals['images']} images, "
+        f"{totals['maths']} equations "
         f"({totals['display']} display), {totals['screens']} screenshots in {screens}, "
         f"{failed} failing, {time.perf_counter() - t0:.0f} s"
     )

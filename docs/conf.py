@@ -1,6 +1,8 @@
-"""Sphinx configuration of the book. docs/build.py copies this file into the staging folder and runs sphinx-build there.
+"""Sphinx configuration of the book. docs/build.py copies this file into the staging
+folder and runs sphinx-build there.
 
-Everything the built site loads is on disk: the theme's own CSS, JS and fonts, and MathJax 3 copied into _static.
+Everything the built site loads is on disk: the theme's own CSS, JS and fonts, and
+MathJax 3 copied into _static.
 """
 
 import os
@@ -25,7 +27,8 @@ myst_dmath_double_inline = (
     True  # `$$...$$` inside a paragraph is display math, as Jupyter renders it
 )
 
-# Notebooks: executed once, outputs kept in jupyter-cache (keyed by the code cells), so a rebuild
+# Notebooks: executed once, outputs kept in jupyter-cache (keyed by the code cells), so
+# a rebuild
 # after one notebook changes executes only that one.
 nb_execution_mode = "cache"
 nb_execution_cache_path = str(WORK / "cache")
@@ -48,7 +51,8 @@ default_role = (
     "literal"  # docstrings write `name` for code, as the notebooks' Markdown does
 )
 
-# Math offline: MathJax 3 from npm, copied by docs/build.py to _static/mathjax/ (path relative to _static).
+# Math offline: MathJax 3 from npm, copied by docs/build.py to _static/mathjax/ (path
+# relative to _static).
 mathjax_path = "mathjax/tex-svg-full.js"
 
 html_theme = "sphinx_book_theme"
@@ -74,13 +78,14 @@ html_show_search_summary = (
 
 
 def _keep_outputs_under_work(app):
-    """myst-nb writes executed outputs to <outdir>/../jupyter_execute, i.e. beside _docs/ in the checkout:
-    keep them in the build folder instead."""
+    """myst-nb writes executed outputs to <outdir>/../jupyter_execute, i.e. beside
+    _docs/ in the checkout: keep them in the build folder instead."""
     out = WORK / "jupyter_execute"
     app.env.mystnb_config = app.env.mystnb_config.copy(output_folder=str(out))
 
 
-# Docstrings write math as the notebooks do, `$\alpha_t$`; autodoc reads them as reStructuredText, which has no `$`.
+# Docstrings write math as the notebooks do, `$\alpha_t$`; autodoc reads them as
+# reStructuredText, which has no `$`.
 _INLINE_MATH = re.compile(r"(?<![\\$\w])\$(?![\s$])([^$\n]*?[^\s\\$])\$(?![\w$])")
 
 

@@ -27,7 +27,8 @@ _PUNCT = str.maketrans(_BREAKS, " " * len(_BREAKS), "'")
 
 
 def tokenize(s: str) -> list[str]:
-    "Lower-case, delete apostrophes, punctuation breaks words (as Karpathy's split files)."
+    """Lower-case, delete apostrophes, punctuation breaks words (as Karpathy's split
+    files)."""
     return str(s).lower().translate(_PUNCT).split()
 
 # %% ../nbs/01_data.ipynb #81c4ffc4
@@ -52,7 +53,8 @@ class Vocab:
         ]
         if bad:
             raise ValueError(
-                f"a vocabulary word must be a non-empty string without spaces, got {bad[0]!r}"
+                "a vocabulary word must be a non-empty string without spaces, got "
+                f"{bad[0]!r}"
             )
         self.itos, self.stoi = itos, {w: i for i, w in enumerate(itos)}
 
@@ -63,7 +65,8 @@ class Vocab:
         min_count: int = 5,
         max_size: int | None = None,
     ) -> "Vocab":
-        "Words that occur at least `min_count` times, most frequent first (ties alphabetical)."
+        """Words that occur at least `min_count` times, most frequent first (ties
+        alphabetical)."""
         counts = Counter(w for c in captions for w in c)
         words = sorted(
             (w for w, n in counts.items() if n >= min_count and w not in cls.specials),
@@ -148,11 +151,15 @@ def _warn_skips(what: str, names: list, path) -> None:
 
 def _missing_message(missing: list, n: int, path, root) -> str:
     ex = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
-    return f"{len(missing)} of {n} images listed in {path} are missing under {root} (first: {ex})"
+    return (
+        f"{len(missing)} of {n} images listed in {path} are missing under {root} "
+        f"(first: {ex})"
+    )
 
 
 def _opens(p: Path) -> bool:
-    "Whether Pillow recognises the file as an image (its header only: cheap; a truncated body is found later, when it is decoded)."
+    """Whether Pillow recognises the file as an image (its header only: cheap; a
+    truncated body is found later, when it is decoded)."""
     try:
         with Image.open(p):
             return True
@@ -171,7 +178,8 @@ def load_karpathy(
     max_missing: float = 0.01,
     report: dict | None = None,
 ) -> list[ImageRecord]:
-    "Read a Karpathy-format caption file into `ImageRecord`s; images are looked up under `image_root`; skips are counted in `report`."
+    """Read a Karpathy-format caption file into `ImageRecord`s; images are looked up
+    under `image_root`; skips are counted in `report`."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"caption file {path} does not exist")
@@ -204,7 +212,8 @@ def load_karpathy(
         split = im.get("split")
         if split not in SPLITS:
             raise ValueError(
-                f"{path}: images[{i}] ({im['filename']}) has split {split!r}, expected one of {SPLITS}"
+                f"{path}: images[{i}] ({im['filename']}) has split {split!r}, "
+                f"expected one of {SPLITS}"
             )
         if restval_to_train and split == "restval":
             split = "train"
@@ -215,7 +224,8 @@ def load_karpathy(
         sents = im.get("sentences") or []
         if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
             raise ValueError(
-                f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list of objects with 'tokens' or 'raw'"
+                f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list "
+                "of objects with 'tokens' or 'raw'"
             )
         for s in sents:
             toks = s.get("tokens")
@@ -223,9 +233,11 @@ def load_karpathy(
                 isinstance(toks, list) and all(isinstance(t, str) for t in toks)
             ):
                 raise ValueError(
-                    f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list of strings, got {toks!r:.60}"
+                    f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list "
+                    f"of strings, got {toks!r:.60}"
                 )
-            # empty or blank tokens ("") are dropped and a token with spaces is several words: a vocabulary word is never blank
+            # empty or blank tokens ("") are dropped and a token with
+            # spaces is several words: a vocabulary word is never blank
             toks = (
                 [w.lower() for t in toks for w in t.split()]
                 if toks
@@ -290,18 +302,22 @@ def load_karpathy(
             msg = (
                 f"{msg}, and {len(unreadable)} more are not readable images"
                 if msg
-                else f"{len(unreadable)} of {n_checked} images listed in {path} are not readable images under {root}"
+                else f"{len(unreadable)} of {n_checked} images listed in {path} are "
+                f"not readable images under {root}"
             ) + f" (first unreadable: {', '.join(unreadable[:3])})"
         if len(missing) + len(unreadable) > max_missing * n_checked:
             raise FileNotFoundError(
-                f"{msg}. That is more than max_missing={max_missing:.0%}: is the image folder right "
+                f"{msg}. That is more than max_missing={max_missing:.0%}: is the "
+                "image folder right "
                 "(--data-dir / $SAT_TUTORIAL_DATA) and the download complete?"
             )
         warnings.warn(f"{msg}; they are skipped", stacklevel=2)
     return records
 
 # %% ../nbs/01_data.ipynb #8a5b45cf
-DATASETS = {  # name: (split file, image folder relative to the dataset folder, restval into train by default)
+# name: (split file, image folder relative to the dataset folder, restval into train
+# by default)
+DATASETS = {
     "flickr8k": ("dataset_flickr8k.json", "images", False),
     "flickr30k": ("dataset_flickr30k.json", "images", False),
     "coco": ("dataset_coco.json", "", True),
@@ -309,7 +325,8 @@ DATASETS = {  # name: (split file, image folder relative to the dataset folder, 
 
 
 def dataset_files(name: str, data_dir=None) -> tuple[Path, Path]:
-    "The split file and the image root of dataset `name` under `data_dir` (default: `$SAT_TUTORIAL_DATA`)."
+    """The split file and the image root of dataset `name` under `data_dir` (default:
+    `$SAT_TUTORIAL_DATA`)."""
     from sat_tutorial.core import data_root
 
     if name not in DATASETS:
@@ -322,8 +339,10 @@ def dataset_files(name: str, data_dir=None) -> tuple[Path, Path]:
     js = folder / js_name
     if not js.is_file():
         raise FileNotFoundError(
-            f"{js} not found. Put Karpathy's split file {js_name} there (and the images in "
-            f"{folder / (images or 'train2014, val2014')}), or point --data-dir / SAT_TUTORIAL_DATA elsewhere."
+            f"{js} not found. Put Karpathy's split file {js_name} there (and the "
+            "images in "
+            f"{folder / (images or 'train2014, val2014')}), or point --data-dir / "
+            "SAT_TUTORIAL_DATA elsewhere."
         )
     root = folder / images
     if (
@@ -347,7 +366,8 @@ def load_dataset(
     max_missing: float = 0.01,
     report: dict | None = None,
 ) -> dict[str, list[ImageRecord]]:
-    "The train/val/test `ImageRecord`s of a Karpathy-format dataset; `restval=None` uses the dataset's default."
+    """The train/val/test `ImageRecord`s of a Karpathy-format dataset; `restval=None`
+    uses the dataset's default."""
     js, root = dataset_files(name, data_dir)
     restval = DATASETS[name][2] if restval is None else restval
     recs = load_karpathy(
@@ -402,11 +422,14 @@ def to_rgb(im: Image.Image) -> Image.Image:
 
 
 def load_image(path) -> Image.Image:
-    "Open an image file as RGB, turned as its EXIF orientation says; `ImageError` naming the file if it is missing, truncated, too large or not an image."
+    """Open an image file as RGB, turned as its EXIF orientation says; `ImageError`
+    naming the file if it is missing, truncated, too large or not an image."""
     path = Path(path)
     try:
         with Image.open(path) as im:
-            im.load()  # decode now, so a truncated file fails here and not in a worker later
+            # decode now, so a truncated file fails here and not in a
+            # worker later
+            im.load()
             return to_rgb(
                 ImageOps.exif_transpose(im)
             )  # a phone photo stored sideways or mirrored, as it is shown
@@ -432,7 +455,8 @@ IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
 def image_transform(size: int = 224, mirror: bool = False):
-    "PIL image → normalised (3, size, size) tensor; with `mirror`, of the image flipped left to right."
+    """PIL image → normalised (3, size, size) tensor; with `mirror`, of the image
+    flipped left to right."""
     from torchvision import transforms as T
 
     flip = (
@@ -453,7 +477,8 @@ MIRROR_WORDS = {"left": "right", "right": "left"}
 
 
 def mirror_caption(s: str) -> str:
-    "The caption of the image flipped left to right: whole words 'left' and 'right' swapped, their capitals kept."
+    """The caption of the image flipped left to right: whole words 'left' and 'right'
+    swapped, their capitals kept."""
 
     def swap(m):
         w = MIRROR_WORDS[m.group(0).lower()]
@@ -469,10 +494,12 @@ def mirror_caption(s: str) -> str:
 
 
 def mirror_record(r: ImageRecord) -> ImageRecord:
-    "The record of `r`'s image flipped left to right: its captions mirrored, `extra['mirrored']` set (which features to load)."
+    """The record of `r`'s image flipped left to right: its captions mirrored,
+    `extra['mirrored']` set (which features to load)."""
     if "regions" in r.extra or "boxes" in r.extra:
         raise ValueError(
-            f"{r.filename}: mirror_record swaps caption words only; its boxes would need flipping too"
+            f"{r.filename}: mirror_record swaps caption words only; its boxes would "
+            "need flipping too"
         )
     return replace(
         r,
@@ -515,7 +542,8 @@ class CaptionDataset(Dataset):
         long = sum(len(c) > max_len for r in self.records for c in r.captions)
         if long and per_caption:
             warnings.warn(
-                f"{long} captions longer than max_len={max_len} words are cut to {max_len} for training",
+                f"{long} captions longer than max_len={max_len} words are cut to "
+                f"{max_len} for training",
                 stacklevel=2,
             )
         self.n_failed, self._warned = 0, False
@@ -524,7 +552,8 @@ class CaptionDataset(Dataset):
         return len(self.items)
 
     def caption_lengths(self) -> list[int]:
-        "Each item's encoded caption length (`<start>`, the words cut to `max_len`, `<end>`), without loading any image."
+        """Each item's encoded caption length (`<start>`, the words cut to `max_len`,
+        `<end>`), without loading any image."""
         return [
             min(len(self.records[ri].captions[ci]), self.max_len) + 2
             for ri, ci in self.items
@@ -539,7 +568,8 @@ class CaptionDataset(Dataset):
             self.n_failed += 1
             if not self._warned:
                 warnings.warn(
-                    f"skipping images that cannot be read (counted per batch as 'skipped'); first: {e}",
+                    "skipping images that cannot be read (counted per batch as "
+                    f"'skipped'); first: {e}",
                     stacklevel=2,
                 )
                 self._warned = True
@@ -558,7 +588,7 @@ class CaptionDataset(Dataset):
             )  # (R, 4) region boxes
         return item
 
-
+# %% ../nbs/01_data.ipynb #20261f45
 def pad_captions(
     captions: Sequence[torch.Tensor], pad: int = Vocab.pad
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -571,7 +601,8 @@ def pad_captions(
 
 
 def collate_captions(batch: list) -> dict | None:
-    "Drop unreadable items (counted in `skipped`), stack images, pad captions; None if nothing is left."
+    """Drop unreadable items (counted in `skipped`), stack images, pad captions; None if
+    nothing is left."""
     items = [b for b in batch if b is not None]
     if not items:
         return None

@@ -26,14 +26,16 @@ class Caption:
 
 
 def expand_state(state: tuple, k: int, static: Sequence[int] = ()) -> tuple:
-    "Repeat each state tensor k times along the batch, (B, …) → (B·k, …), beams of an image adjacent; `static` positions stay (B, …)."
+    """Repeat each state tensor k times along the batch, (B, …) → (B·k, …), beams of an
+    image adjacent; `static` positions stay (B, …)."""
     return tuple(
         s if i in static else s.repeat_interleave(k, 0) for i, s in enumerate(state)
     )
 
 
 def select_state(state: tuple, idx: torch.Tensor, static: Sequence[int] = ()) -> tuple:
-    "Keep the rows `idx` of each state tensor but the per-image constants at `static` positions."
+    """Keep the rows `idx` of each state tensor but the per-image constants at `static`
+    positions."""
     return tuple(
         s if i in static else s.index_select(0, idx) for i, s in enumerate(state)
     )
@@ -43,7 +45,8 @@ def select_state(state: tuple, idx: torch.Tensor, static: Sequence[int] = ()) ->
 def greedy(
     model, feats: torch.Tensor, max_len: int = 20, suppress: Sequence[int] = ()
 ) -> list[Caption]:
-    "Greedy decoding of a batch of annotations `(B, L, D)` with any captioner; never emits the ids in `suppress`."
+    """Greedy decoding of a batch of annotations `(B, L, D)` with any captioner; never
+    emits the ids in `suppress`."""
     ban = _suppressed(suppress, feats.device)
     model.eval()
     state = model.init_state(feats)
@@ -67,19 +70,22 @@ def greedy(
 
 
 def _suppressed(suppress: Sequence[int], device) -> torch.Tensor | None:
-    "The ids decoding must never emit (e.g. `<unk>`), as a tensor; None for none. `<pad>` and `<end>` cannot be suppressed."
+    """The ids decoding must never emit (e.g. `<unk>`), as a tensor; None for none.
+    `<pad>` and `<end>` cannot be suppressed."""
     if not len(suppress):
         return None
     bad = sorted({int(t) for t in suppress} & {0, 2})
     if bad:
         raise ValueError(
-            f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): decoding needs it to end captions"
+            f"cannot suppress id {bad[0]} ({'<pad>' if bad[0] == 0 else '<end>'}): "
+            "decoding needs it to end captions"
         )
     return torch.as_tensor(list(suppress), dtype=torch.long, device=device)
 
 
 def _forbid(lp: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
-    "`lp (N, V)` with −∞ at `ids`; the other words keep the model's log p (not renormalised), so scores stay Σ log p."
+    """`lp (N, V)` with −∞ at `ids`; the other words keep the model's log p (not
+    renormalised), so scores stay Σ log p."""
     return lp if ids is None else lp.index_fill(1, ids, float("-inf"))
 
 
@@ -93,6 +99,28 @@ def _captions(
         out.append(Caption(t[:n], lp, a[:n], 2 in t))
     return out
 
+# %% ../nbs/08_decoding.ipynb #78751f99
+def _best_beams(final_scores, final_len, length_norm, chosen, parent, attn):
+    """The best beam of each image `(B, K)`, by score (divided by length**length_norm),
+    followed back from its last step through the parents to step 0."""
+    B, K = final_scores.shape
+    final = (
+        final_scores / final_len.clamp(min=1) ** length_norm
+        if length_norm
+        else final_scores
+    )
+    # (B,) the best beam of each image
+    row = torch.arange(B, device=final.device) * K + final.argmax(1)
+    best_score = final_scores.reshape(-1)[row]
+    toks, alphas = [], []
+    for t in reversed(range(len(chosen))):  # follow the parents back to step 0
+        toks.append(chosen[t][row])
+        row = parent[t][row]
+        alphas.append(attn[t][row])  # α of the parent that chose it
+    return _captions(
+        torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score
+    )
+
 # %% ../nbs/08_decoding.ipynb #98f8937f
 @torch.no_grad()
 def beam_search(
@@ -103,24 +131,22 @@ def beam_search(
     length_norm: float = 0.0,
     suppress: Sequence[int] = (),
 ) -> list[Caption]:
-    "Batched beam search over `(B, L, D)` annotations with any captioner: the best caption per image, never with the ids in `suppress`."
+    """Batched beam search over `(B, L, D)` annotations with any captioner: the best
+    caption per image, never with the ids in `suppress`."""
     model.eval()
     ban = _suppressed(suppress, feats.device)
     B, K, dev = feats.shape[0], beam_size, feats.device
     state = model.init_state(feats)
-    static = getattr(
-        model, "static_state", ()
-    )  # read after init_state: an `Ensemble` knows it then
+    # read after init_state: an `Ensemble` knows it then
+    static = getattr(model, "static_state", ())
     state = expand_state(state, K, static)  # (B*K, ...); per-image constants (B, ...)
     scores = torch.zeros(B, K, device=dev)
     scores[:, 1:] = float("-inf")  # only beam 0 expands at first
     words = torch.full((B * K,), 1, dtype=torch.long, device=dev)  # <start>
     finished = torch.zeros(B * K, dtype=torch.bool, device=dev)
     n_tok = torch.zeros(B * K, device=dev)
-    images, rows = (
-        torch.arange(B, device=dev),
-        torch.arange(B * K, device=dev),
-    )  # the active images and their rows
+    # the active images and their rows
+    images, rows = torch.arange(B, device=dev), torch.arange(B * K, device=dev)
     final_scores, final_len = scores.clone(), n_tok.view(B, K).clone()
     chosen, parent, attn = [], [], []  # per step, over all B*K rows
     for _ in range(max_len):
@@ -133,9 +159,8 @@ def beam_search(
             lp[finished, 0] = 0.0
         cand = (scores.reshape(n * K, 1) + lp).reshape(n, K * V)  # (n, K*V)
         scores, idx = cand.topk(K, dim=1)  # (n, K)
-        src = (torch.arange(n, device=dev)[:, None] * K + idx // V).reshape(
-            -1
-        )  # (n*K,) which old beam
+        # (n*K,) which old beam
+        src = (torch.arange(n, device=dev)[:, None] * K + idx // V).reshape(-1)
         words = (idx % V).reshape(-1)  # (n*K,) which word
         state = select_state(state, src, static)
         ch = torch.zeros(B * K, dtype=torch.long, device=dev)
@@ -156,9 +181,8 @@ def beam_search(
             final_scores[images[done]] = scores[done]
             final_len[images[done]] = n_tok.view(n, K)[done]
             keep = (~done).nonzero().squeeze(1)  # (n',)
-            keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).reshape(
-                -1
-            )  # (n'*K,)
+            # (n'*K,)
+            keep_rows = (keep[:, None] * K + torch.arange(K, device=dev)).reshape(-1)
             state = tuple(
                 s.index_select(0, keep if i in static else keep_rows)
                 for i, s in enumerate(state)
@@ -171,25 +195,9 @@ def beam_search(
             )
     final_scores[images] = scores
     final_len[images] = n_tok.view(-1, K)
-    final = (
-        final_scores / final_len.clamp(min=1) ** length_norm
-        if length_norm
-        else final_scores
-    )
-    row = torch.arange(B, device=dev) * K + final.argmax(
-        1
-    )  # (B,) the best beam of each image
-    best_score = final_scores.reshape(-1)[row]
-    toks, alphas = [], []
-    for t in reversed(range(len(chosen))):  # follow the parents back to step 0
-        toks.append(chosen[t][row])
-        row = parent[t][row]
-        alphas.append(attn[t][row])  # α of the parent that chose it
-    return _captions(
-        torch.stack(toks[::-1], 1), torch.stack(alphas[::-1], 1), best_score
-    )
+    return _best_beams(final_scores, final_len, length_norm, chosen, parent, attn)
 
-
+# %% ../nbs/08_decoding.ipynb #b15d24be
 def decode(
     model,
     feats: torch.Tensor,
@@ -198,7 +206,8 @@ def decode(
     suppress: Sequence[int] = (),
     length_norm: float = 0.0,
 ) -> list[Caption]:
-    "Beam search for `beam_size` > 1, greedy for 1 (where `length_norm` has no effect): what evaluation and the `caption` command use."
+    """Beam search for `beam_size` > 1, greedy for 1 (where `length_norm` has no
+    effect): what evaluation and the `caption` command use."""
     if beam_size < 1:
         raise ValueError(f"beam_size must be at least 1, got {beam_size}")
     if not length_norm >= 0:
@@ -211,7 +220,8 @@ def decode(
 
 # %% ../nbs/08_decoding.ipynb #ensemble
 class Ensemble(torch.nn.Module):
-    "Captioners that read the same annotations, decoded as one: p(y | ·) is the mean of the members' p_m(y | ·). A captioner itself (`init_state`, `step`, `forward`)."
+    """Captioners that read the same annotations, decoded as one: p(y | ·) is the mean
+    of the members' p_m(y | ·). A captioner itself (`init_state`, `step`, `forward`)."""
 
     def __init__(self, models: Sequence[torch.nn.Module]):
         super().__init__()
@@ -230,7 +240,8 @@ class Ensemble(torch.nn.Module):
 
     @property
     def static_state(self) -> tuple[int, ...]:
-        "Each member's per-image constants, at their positions in the joined state (known once `init_state` has run)."
+        """Each member's per-image constants, at their positions in the joined state
+        (known once `init_state` has run)."""
         if self._sizes is None:
             raise RuntimeError("an Ensemble knows its static_state after init_state")
         offsets = [sum(self._sizes[:i]) for i in range(len(self._sizes))]
@@ -247,7 +258,8 @@ class Ensemble(torch.nn.Module):
         )
 
     def step(self, words: torch.Tensor, state: tuple):
-        "Every member steps on the same words with its part of the state: log of the mean p `(N, V)`, the joined state, mean α `(N, L)`."
+        """Every member steps on the same words with its part of the state: log of the
+        mean p `(N, V)`, the joined state, mean α `(N, L)`."""
         if self._sizes is None or len(state) != sum(self._sizes):
             raise RuntimeError("an Ensemble's step needs the state of its init_state")
         out, start = [], 0
@@ -261,7 +273,8 @@ class Ensemble(torch.nn.Module):
         )
 
     def forward(self, feats, captions, lengths):
-        "Teacher forcing: log of the mean p `(B, T, V)` (log-probabilities serve as logits) and the mean α `(B, T, L)`."
+        """Teacher forcing: log of the mean p `(B, T, V)` (log-probabilities serve as
+        logits) and the mean α `(B, T, L)`."""
         out = [m(feats, captions, lengths) for m in self.members]
         return self._mix([o[0].float().log_softmax(-1) for o in out]), torch.stack(
             [o[1].float() for o in out]
@@ -271,7 +284,8 @@ class Ensemble(torch.nn.Module):
 def sample(
     model, feats: torch.Tensor, max_len: int = 20, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    "Sample one caption per row from p_T ∝ p^(1/T): tokens `(B, T)` (<pad> after <end>), Σ_t log p_T `(B,)` with gradient, mask `(B, T)` of real tokens."
+    """Sample one caption per row from p_T ∝ p^(1/T): tokens `(B, T)` (<pad> after
+    <end>), Σ_t log p_T `(B,)` with gradient, mask `(B, T)` of real tokens."""
     state = model.init_state(feats)
     B = feats.shape[0]
     words = torch.full((B,), 1, dtype=torch.long, device=feats.device)

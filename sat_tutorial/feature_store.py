@@ -19,7 +19,8 @@ __all__ = ['FeatureStore']
 
 # %% ../nbs/01b_feature_store.ipynb #storewriting
 class _StoreWriting:
-    "How a `FeatureStore` is written: row by row into an open file (`create`, `write`, `mark_failed`), or whole and atomically (`assemble`)."
+    """How a `FeatureStore` is written: row by row into an open file (`create`, `write`,
+    `mark_failed`), or whole and atomically (`assemble`)."""
 
     @classmethod
     def create(
@@ -48,7 +49,8 @@ class _StoreWriting:
     def assemble(
         cls, path, keys: Sequence[str], L: int, D: int, meta: dict, parts: Iterable
     ) -> "FeatureStore":
-        "Write a complete store atomically from `parts`: `(first_row, feats (n, L, D), failed (n,))` covering every row in order."
+        """Write a complete store atomically from `parts`: `(first_row, feats (n, L, D),
+        failed (n,))` covering every row in order."""
         import h5py, tempfile
 
         path = Path(path)
@@ -67,7 +69,8 @@ class _StoreWriting:
                 for start, x, bad in parts:
                     if start != nxt:
                         raise ValueError(
-                            f"{path}: parts do not cover the rows in order (expected row {nxt}, got {start})"
+                            f"{path}: parts do not cover the rows in order (expected "
+                            f"row {nxt}, got {start})"
                         )
                     feats[start : start + len(x)] = np.asarray(x, dtype=np.float16)
                     failed[start : start + len(x)] = bad
@@ -102,7 +105,8 @@ class _StoreWriting:
         self._f.flush()
 
     def mark_failed(self, rows: Sequence[int]) -> None:
-        "Record rows whose image could not be read: done, but reading them raises `ImageError`."
+        """Record rows whose image could not be read: done, but reading them raises
+        `ImageError`."""
         rows = np.sort(np.asarray(rows))
         self._f["failed"][rows] = True
         self._f["done"][rows] = True
@@ -111,7 +115,8 @@ class _StoreWriting:
 
 # %% ../nbs/01b_feature_store.ipynb #6d4df083
 class FeatureStore(_StoreWriting):
-    "Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file name."
+    """Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file
+    name."""
 
     def __init__(self, path, mode: str = "r"):
         import h5py
@@ -169,7 +174,8 @@ class FeatureStore(_StoreWriting):
         f, i = self._file(), self.row[key]
         if self._failed[i]:
             raise ImageError(
-                f"{self.path}: no features for {key}: its image could not be read during extraction"
+                f"{self.path}: no features for {key}: its image could not be read "
+                "during extraction"
             )
         return f["feats"][i]
 
@@ -177,17 +183,20 @@ class FeatureStore(_StoreWriting):
         return torch.from_numpy(self._row(key).astype(np.float32))
 
     def load_record(self, r: ImageRecord) -> torch.Tensor:
-        "A `CaptionDataset` loader: the features of the record's image in float16, as stored; `PrecomputedFeatures` makes them float32."
+        """A `CaptionDataset` loader: the features of the record's image in float16, as
+        stored; `PrecomputedFeatures` makes them float32."""
         return torch.from_numpy(
             self._row(r.filename)
         )  # half the bytes through the DataLoader's workers and to a GPU
 
     def check(self, filenames: Iterable[str] | None = None, **expected) -> None:
-        "Refuse a truncated or incomplete store, one missing some images, or one made differently (`backbone=`, `grid=`, …)."
+        """Refuse a truncated or incomplete store, one missing some images, or one made
+        differently (`backbone=`, `grid=`, …)."""
         N, L, D = self.shape
         if self._f["feats"].chunks is None and self.path.stat().st_size < N * L * D * 2:
             raise ValueError(
-                f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but {N} rows of {L}×{D} float16 "
+                f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but "
+                f"{N} rows of {L}×{D} float16 "
                 f"need {N * L * D * 2:,}; extract the features again"
             )
         try:
@@ -195,24 +204,28 @@ class FeatureStore(_StoreWriting):
                 self._f["feats"][i]
         except Exception as e:
             raise ValueError(
-                f"{self.path} is damaged: row {i} cannot be read ({e}); extract the features again"
+                f"{self.path} is damaged: row {i} cannot be read ({e}); extract the "
+                "features again"
             ) from None
         done = self.done
         if not done.all():
             raise ValueError(
-                f"{self.path}: only {int(done.sum())} of {len(done)} rows are complete; resume the extraction first"
+                f"{self.path}: only {int(done.sum())} of {len(done)} rows are "
+                "complete; resume the extraction first"
             )
         for k, v in expected.items():
             if k in self.meta and self.meta[k] != v:
                 raise ValueError(
-                    f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is expected here"
+                    f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is "
+                    "expected here"
                 )
         if filenames is not None:
             filenames = list(filenames)
             miss = [f for f in filenames if f not in self.row]
             if miss:
                 raise ValueError(
-                    f"{self.path} lacks features for {len(miss)} of {len(filenames)} images (e.g. {miss[:3]})"
+                    f"{self.path} lacks features for {len(miss)} of {len(filenames)} "
+                    f"images (e.g. {miss[:3]})"
                 )
 
     def close(self):

@@ -24,7 +24,8 @@ def _ngrams(toks: Sequence[str], n: int) -> Counter:
 
 
 class CiderD:
-    "CIDEr-D (×10 scale as COCO: 0–10) with document frequencies fixed from a corpus of reference sets."
+    """CIDEr-D (×10 scale as COCO: 0–10) with document frequencies fixed from a corpus
+    of reference sets."""
 
     def __init__(self, corpus: Sequence[Sequence[Sequence[str]]], sigma: float = 6.0):
         self.df = Counter(
@@ -90,7 +91,8 @@ def java_available() -> bool:
 
 
 def spice_available() -> bool:
-    "SPICE needs Java and the Stanford CoreNLP 3.6.0 jars in pycocoevalcap's spice/lib (a download, so not offline)."
+    """SPICE needs Java and the Stanford CoreNLP 3.6.0 jars in pycocoevalcap's spice/lib
+    (a download, so not offline)."""
     try:
         from pycocoevalcap import spice
     except ImportError:
@@ -106,7 +108,8 @@ def _meteor(gts, res):
     if not java_available():
         _warn_once(
             "java",
-            "METEOR needs Java ('java' not found on PATH): reported as None, the other metrics are computed",
+            "METEOR needs Java ('java' not found on PATH): reported as None, the "
+            "other metrics are computed",
         )
         return None
     from pycocoevalcap.meteor.meteor import Meteor
@@ -122,11 +125,12 @@ def _meteor(gts, res):
         _warn_once("meteor", f"METEOR failed to run ({e}): reported as None")
         return None
 
-
+# %% ../nbs/09_metrics.ipynb #97c3e76d
 def score(
     refs: Mapping, hyps: Mapping, meteor: bool = True, spice: bool = False
 ) -> dict:
-    "BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (0–100) of `hyps {key: str}` against `refs {key: [str, ...]}`."
+    """BLEU-1..4, METEOR, ROUGE-L, CIDEr-D (0–100) of `hyps {key: str}` against `refs
+    {key: [str, ...]}`."""
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
     from pycocoevalcap.rouge.rouge import Rouge
@@ -160,14 +164,17 @@ def score(
         else:
             _warn_once(
                 "spice",
-                "SPICE needs Java and Stanford CoreNLP (downloaded on first use): not computed",
+                "SPICE needs Java and Stanford CoreNLP (downloaded on first use): not "
+                "computed",
             )
     return {k: (None if v is None else 100 * float(v)) for k, v in out.items()}
 
 # %% ../nbs/09_metrics.ipynb #bleubrevity
 def bleu_brevity(refs: Mapping, hyps: Mapping) -> dict:
-    """BLEU's length terms for `hyps` against `refs`, tokenised as `score`: `ratio`, c/r, the hypotheses' total length over that of
-    the reference closest in length to each (ties: the shorter, as the COCO code), and `bp`, the brevity penalty in `score`'s BLEU."""
+    """BLEU's length terms for `hyps` against `refs`, tokenised as `score`: `ratio`,
+    c/r, the hypotheses' total length over that of the reference closest in length to
+    each (ties: the shorter, as the COCO code), and `bp`, the brevity penalty in
+    `score`'s BLEU."""
     c = r = 0
     for k, h in hyps.items():
         n = len(tokenize(h))
@@ -179,7 +186,8 @@ def bleu_brevity(refs: Mapping, hyps: Mapping) -> dict:
 
 # %% ../nbs/09_metrics.ipynb #42ad846e
 def grid_boxes(grid_h: int, grid_w: int, height: float, width: float) -> torch.Tensor:
-    "Boxes `(L, 4)` [x0, y0, x1, y1] of a row-major `grid_h × grid_w` grid over a `height × width` image."
+    """Boxes `(L, 4)` [x0, y0, x1, y1] of a row-major `grid_h × grid_w` grid over a
+    `height × width` image."""
     ys, xs = torch.meshgrid(torch.arange(grid_h), torch.arange(grid_w), indexing="ij")
     ch, cw = height / grid_h, width / grid_w
     return (
@@ -205,7 +213,8 @@ def box_fraction(cells: torch.Tensor, box) -> torch.Tensor:
 def attention_correctness(
     attn: torch.Tensor, grounding: Sequence[int], boxes: Sequence, cells: torch.Tensor
 ) -> torch.Tensor:
-    "Attention mass inside the named object's box, for each grounded word: `attn (T, L)`, `grounding` T object ids or −1."
+    """Attention mass inside the named object's box, for each grounded word: `attn (T,
+    L)`, `grounding` T object ids or −1."""
     attn = torch.as_tensor(attn, dtype=torch.float64)
     T = min(len(grounding), attn.shape[0])
     out = [

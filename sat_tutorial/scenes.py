@@ -58,7 +58,8 @@ def mask_box(m: np.ndarray) -> list[int]:
 def make_scene(
     rng: np.random.Generator, size: int = IMAGE_SIZE, max_objects: int = 3
 ) -> tuple[np.ndarray, list[dict]]:
-    "One scene: an `(size, size, 3)` uint8 image and its objects (shape, colour, size, centre, box)."
+    """One scene: an `(size, size, 3)` uint8 image and its objects (shape, colour, size,
+    centre, box)."""
     n = int(rng.integers(1, max_objects + 1))
     objects, masks = [], []
     kinds = rng.permutation([(c, s) for c in COLOURS for s in SHAPES])[:n]
@@ -136,7 +137,8 @@ def noun_phrase(rng, o: dict, i: int) -> tuple[list[str], list[int]]:
 
 
 def relation(a: dict, b: dict) -> str:
-    "Where a is relative to b, by the larger of the two offsets (image y grows downwards)."
+    """Where a is relative to b, by the larger of the two offsets (image y grows
+    downwards)."""
     dx, dy = a["cx"] - b["cx"], a["cy"] - b["cy"]
     if abs(dy) >= abs(dx):
         return "above" if dy < 0 else "below"
@@ -170,7 +172,8 @@ def region(o: dict, size: int = IMAGE_SIZE) -> str:
 def caption_scene(
     rng: np.random.Generator, objects: list[dict], n: int = 5, size: int = IMAGE_SIZE
 ) -> list[tuple[list[str], list[int]]]:
-    "`n` different captions (tokens, grounding) for a scene; the first is the main template."
+    """`n` different captions (tokens, grounding) for a scene; the first is the main
+    template."""
     idx = list(range(len(objects)))
     idx.sort(key=lambda i: objects[i]["cy"])  # canonical order: top to bottom
 
@@ -224,7 +227,8 @@ def caption_scene(
 
 # %% ../nbs/02_scenes.ipynb #dc8c3372
 def ground_tokens(tokens: Sequence[str], objects: Sequence[dict]) -> list[int]:
-    "Object index for each token that names an object in a phrase matching exactly one object; −1 elsewhere."
+    """Object index for each token that names an object in a phrase matching exactly one
+    object; −1 elsewhere."""
     out, i = [-1] * len(tokens), 0
     while i < len(tokens):
         j = i
@@ -246,7 +250,8 @@ def ground_tokens(tokens: Sequence[str], objects: Sequence[dict]) -> list[int]:
 def make_scenes(
     n: int, seed: int = 0, split: str = "train", size: int = IMAGE_SIZE
 ) -> list[ImageRecord]:
-    "`n` scenes as in-memory `ImageRecord`s, scene i drawn from `default_rng([seed, i])`."
+    """`n` scenes as in-memory `ImageRecord`s, scene i drawn from `default_rng([seed,
+    i])`."""
     recs = []
     for i in range(n):
         rng = np.random.default_rng([seed, i])
@@ -282,7 +287,8 @@ def scene_splits(
 
 
 def write_scenes(out_dir, records_by_split: dict[str, list[ImageRecord]]) -> Path:
-    "Write records as PNG images plus `dataset_scenes.json` in Karpathy's format (with boxes and grounding)."
+    """Write records as PNG images plus `dataset_scenes.json` in Karpathy's format (with
+    boxes and grounding)."""
     out_dir = Path(out_dir)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     images = []

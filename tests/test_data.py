@@ -1,4 +1,5 @@
-"""The data pipeline on good and bad input: every bad case is converted, refused with the file's name, or skipped and counted."""
+"""The data pipeline on good and bad input: every bad case is converted, refused with
+the file's name, or skipped and counted."""
 
 import json, warnings
 from pathlib import Path

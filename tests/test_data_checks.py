@@ -1,6 +1,7 @@
-"""Checks moved out of notebook 01's reading path, kept as the notebook ran them: the bad-input catalogue of
-`load_karpathy`, the missing-image policy, every image mode and bad file, the dataset's skips and long captions, and the
-feature store's writing, refusals, assembly and truncation."""
+"""Checks moved out of notebook 01's reading path, kept as the notebook ran them: the
+bad-input catalogue of `load_karpathy`, the missing-image policy, every image mode and
+bad file, the dataset's skips and long captions, and the feature store's writing,
+refusals, assembly and truncation."""
 
 import json, tempfile, warnings
 from collections import Counter

@@ -1,7 +1,9 @@
-"""The book's build (docs/build.py) on two small notebooks: figures embedded, math markup, nbdev directives
-respected, API pages linked, nothing loaded from the network, and execution cached per notebook.
+"""The book's build (docs/build.py) on two small notebooks: figures embedded, math
+markup, nbdev directives respected, API pages linked, nothing loaded from the network,
+and execution cached per notebook.
 
-The browser check (docs/check.py, `make docs-check`) needs Chromium and runs on the full site instead.
+The browser check (docs/check.py, `make docs-check`) needs Chromium and runs on the full
+site instead.
 """
 
 import importlib.util
@@ -14,7 +16,8 @@ import pytest
 for _mod in ("sphinx", "myst_nb", "sphinx_book_theme"):
     pytest.importorskip(
         _mod,
-        reason=f"the docs toolchain ({_mod}) is not installed: pip install -e '.[docs]'",
+        reason=f"the docs toolchain ({_mod}) is not installed: "
+        "pip install -e '.[docs]'",
     )
 import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
@@ -26,9 +29,11 @@ _spec.loader.exec_module(build)
 
 
 def _runs_cell(name):
-    # Each execution of a notebook appends its name, so the test sees which notebooks really ran.
+    # Each execution of a notebook appends its name, so the test sees which notebooks
+    # really ran.
     return new_code_cell(
-        f"import os\nwith open(os.environ['DOCS_TEST_RUNS'], 'a') as f: f.write('{name}\\n')"
+        "import os\nwith open(os.environ['DOCS_TEST_RUNS'], 'a') as f: "
+        f"f.write('{name}\\n')"
     )
 
 
@@ -37,8 +42,10 @@ def _alpha():
         cells=[
             new_code_cell("#| default_exp core"),
             new_markdown_cell(
-                "# Alpha notebook\n\nThe weights\n\n$$\\alpha_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$\n\n"
-                "sum to one, and inline $x_i$ is math too. A display inside a paragraph,"
+                "# Alpha notebook\n\nThe weights\n\n$$\\alpha_i = "
+                "\\frac{e^{x_i}}{\\sum_j e^{x_j}}$$\n\n"
+                "sum to one, and inline $x_i$ is math too. A display inside a "
+                "paragraph,"
                 "\n$$\\beta = 1$$\nis display math (as Jupyter shows it)."
             ),
             _runs_cell("alpha"),
@@ -50,7 +57,8 @@ def _alpha():
                 "#| eval: false\nraise RuntimeError('this cell must not run')"
             ),
             new_code_cell(
-                "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0]); plt.title('a line'); plt.show()"
+                "import matplotlib.pyplot as plt\nplt.plot([0, 1], [1, 0]); "
+                "plt.title('a line'); plt.show()"
             ),
             new_code_cell("# NBVAL_CHECK_OUTPUT\nprint('double:', double(21))"),
         ],
@@ -98,7 +106,8 @@ def site(tmp_path_factory):
     (tmp / "nbs").mkdir()
     nbformat.write(_alpha(), tmp / "nbs" / "00_alpha.ipynb")
     nbformat.write(_beta(1), tmp / "nbs" / "01_beta.ipynb")
-    # stands in for MathJax: this test reads HTML, the browser check (docs/check.py) runs MathJax
+    # stands in for MathJax: this test reads HTML, the browser check (docs/check.py)
+    # runs MathJax
     (tmp / "tex-svg-full.js").write_text("/* stands in for MathJax */")
     (tmp / "RESULTS.md").write_text("# Measured results\n\nA table would be here.\n")
     runs = tmp / "runs.log"
@@ -277,3 +286,48 @@ def test_docstring_math_becomes_math_role():
         r"The :math:`N \times N` grid: :math:`F_X` (bs, N, A).",
         "Data under $SAT_TUTORIAL_DATA/mnist, $5 or $6.",
     ]  # not math: left alone
+
+
+def _stamped(code, output, current):
+    "A notebook storing `output` for `code`, stamped as tools/notebooks.py does."
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import notebooks as nbt
+
+    cell = new_code_cell(code)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=output)]
+    nb = new_notebook(
+        cells=[new_markdown_cell("# Stored"), cell],
+        metadata={
+            "kernelspec": {
+                "name": "python3",
+                "display_name": "python3",
+                "language": "python",
+            }
+        },
+    )
+    h = nbt.code_hash(nb)
+    nb.metadata[nbt.KEY] = {"code_hash": h if current else "0" * 16}
+    return nb
+
+
+def test_book_shows_current_stored_outputs_without_running(tmp_path):
+    (tmp_path / "nbs").mkdir()
+    # current: shown as stored; running it would fail the build
+    nbformat.write(
+        _stamped("raise RuntimeError('not to be run')", "STORED 7\n", True),
+        tmp_path / "nbs" / "00_gamma.ipynb",
+    )
+    # stale: its stored output is not shown, it is executed
+    nbformat.write(
+        _stamped("print('NEW ' + 'OUTPUT')", "OLD OUTPUT\n", False),
+        tmp_path / "nbs" / "01_delta.ipynb",
+    )
+    (tmp_path / "tex-svg-full.js").write_text("")
+    (tmp_path / "RESULTS.md").write_text("# Results\n")
+    _build(tmp_path, tmp_path / "work")
+    gamma = (tmp_path / "site" / "nbs" / "00_gamma.html").read_text()
+    delta = (tmp_path / "site" / "nbs" / "01_delta.html").read_text()
+    assert "STORED 7" in gamma and "Traceback" not in gamma
+    assert "NEW OUTPUT" in delta and "OLD OUTPUT" not in delta

@@ -1,4 +1,5 @@
-"""Feature extraction at scale: a real `kill -9` in the middle of an extraction, the command line, and the optional EfficientNet-Lite backbone."""
+"""Feature extraction at scale: a real `kill -9` in the middle of an extraction, the
+command line, and the optional EfficientNet-Lite backbone."""
 
 import importlib.util, json, os, signal, subprocess, sys, time
 from dataclasses import replace
@@ -152,7 +153,8 @@ def test_extract_features_command(tmp_path, capsys):
         main(argv[:-2] + ["--grid", "1", "--device", "cpu"]) == 1
     )  # same file, other grid: refused
     assert "was made with grid=2, not 1" in capsys.readouterr().err
-    # train on the stored features, then caption a new image file: the checkpoint rebuilds the backbone that made them
+    # train on the stored features, then caption a new image file: the checkpoint
+    # rebuilds the backbone that made them
     train = [
         "train",
         "--data",
@@ -359,7 +361,8 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
         ValueError, match="last.pt does not hold weights for a SceneCNN"
     ):
         build_encoder("scene_cnn", 8, weights=str(tmp_path / "a" / "last.pt"), grid=8)
-    # a run on the frozen CNN leaves it unchanged, and its checkpoint loads without the source file
+    # a run on the frozen CNN leaves it unchanged, and its checkpoint loads without the
+    # source file
     fit(
         scenes_config(**base, encoder_weights=str(tmp_path / "a" / "last.pt")),
         tmp_path / "b",

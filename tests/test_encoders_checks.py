@@ -1,5 +1,6 @@
-"""Checks moved out of notebook 05's reading path: the channels-last convolutions against PyTorch's own, backbone weights
-from a file or the hub cache, and the optional EfficientNet-Lite backbone (kept verbatim from the notebook)."""
+"""Checks moved out of notebook 05's reading path: the channels-last convolutions
+against PyTorch's own, backbone weights from a file or the hub cache, and the optional
+EfficientNet-Lite backbone (kept verbatim from the notebook)."""
 
 import contextlib, importlib.util, os, socket, sys, tempfile, unittest.mock, warnings
 from pathlib import Path

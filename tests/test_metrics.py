@@ -27,7 +27,8 @@ def test_bleu_matches_nltk_corpus_bleu():
             [tokenize(hyps[k]) for k in keys],
             weights=tuple([1 / n] * n),
         )
-        # pycocoevalcap and nltk break ties of 'closest reference length' differently; scenes refs rarely tie
+        # pycocoevalcap and nltk break ties of 'closest reference length' differently;
+        # scenes refs rarely tie
         assert ours[f"bleu{n}"] == pytest.approx(100 * ref, abs=0.5)
         assert 0 < ours[f"bleu{n}"] < 100
 
@@ -78,7 +79,8 @@ def test_attention_correctness_known_answers():
     ac = attention_correctness(attn, [0, 0, 0, 0], [box], cells)
     assert ac.tolist() == pytest.approx([1.0, 0.0, 0.25, 0.5])
     assert attention_correctness(attn, [-1, -1, -1, -1], [box], cells).numel() == 0
-    # a box over a quarter of cell 3 and all of cell 1: attention on cell 3 counts one quarter
+    # a box over a quarter of cell 3 and all of cell 1: attention on cell 3 counts one
+    # quarter
     assert box_fraction(cells, [5, 0, 10, 7.5]).tolist() == pytest.approx(
         [0, 1, 0, 0.5]
     )

@@ -1,4 +1,5 @@
-"""Attention OCR (notebook 14): data set, blocks, decoder protocol, metrics, image modes, CLI and bad input."""
+"""Attention OCR (notebook 14): data set, blocks, decoder protocol, metrics, image
+modes, CLI and bad input."""
 
 import argparse
 import json
@@ -47,7 +48,8 @@ def checkpoint(tmp_path_factory):
     return out / "ocr.pt"
 
 
-# --- words and images -------------------------------------------------------------------------------------
+# --- words and images
+# -------------------------------------------------------------------------------------
 
 
 def test_builtin_words_split_by_word(monkeypatch, tmp_path):
@@ -143,7 +145,8 @@ def test_boxes_follow_rotation():
     assert min(right) > 0.97 and np.mean(wrong) < np.mean(right) - 0.03, (right, wrong)
 
 
-# --- blocks and decoder -----------------------------------------------------------------------------------
+# --- blocks and decoder
+# -----------------------------------------------------------------------------------
 
 
 def test_recurrent_shared_kernel_gets_every_iterations_gradient():
@@ -198,7 +201,8 @@ def test_decoder_follows_the_captioner_protocol():
     ]
 
 
-# --- metrics ----------------------------------------------------------------------------------------------
+# --- metrics --------------------------------------------------------------------------
+# --------------------
 
 
 def test_metrics():
@@ -222,7 +226,8 @@ def test_metrics():
     ).tolist() == [True, False]
 
 
-# --- image files ------------------------------------------------------------------------------------------
+# --- image files ----------------------------------------------------------------------
+# --------------------
 
 
 @pytest.fixture
@@ -281,7 +286,8 @@ def test_bad_image_files(tmp_path):
         ocr.load_word_image(tmp_path / "big.tif")
 
 
-# --- command line -----------------------------------------------------------------------------------------
+# --- command line ---------------------------------------------------------------------
+# --------------------
 
 
 def test_cli_train_evaluate_read(checkpoint, tmp_path, monkeypatch, capsys, word_png):
