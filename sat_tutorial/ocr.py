@@ -13,6 +13,7 @@ import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 from sat_tutorial.core import (
+    add_threads_flag,
     data_root,
     get_device,
     load_checkpoint,
@@ -749,8 +750,6 @@ _INT_FLAGS = {
 
 
 def _cmd_train(args) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
     cfg = OCRConfig(
         encoder=args.encoder,
         lr=args.lr,
@@ -852,7 +851,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         help="training time budget; the learning-rate schedule follows it",
     )
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    add_threads_flag(t)
     t.add_argument(
         "--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)"
     )
