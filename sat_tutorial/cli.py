@@ -13,7 +13,9 @@ import torch
 
 from sat_tutorial.core import (
     InputError,
+    add_threads_flag,
     get_device,
+    set_threads,
     nonneg_int,
     positive_float,
     positive_int,
@@ -253,6 +255,7 @@ def add_train(sub) -> None:
         else:
             typ = CONFIG_RANGES.get(f.name, str)  # every number with its range
             p.add_argument(flag, type=typ, default=None, help=text)
+    add_threads_flag(p)
     p.set_defaults(func=cmd_train)
 
 
@@ -900,6 +903,7 @@ def add_demo(sub) -> None:
     )
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
+    add_threads_flag(p)
     p.set_defaults(func=cmd_demo)
 
 # %% ../nbs/13b_cli.ipynb #1cddf422
@@ -962,6 +966,7 @@ def main(argv=None) -> int:
         p.print_help()
         return 2
     try:
+        set_threads(getattr(args, "threads", None))  # --threads, else the default
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -15,6 +15,7 @@ import torch.nn as nn
 
 from sat_tutorial.core import (
     InputError,
+    add_threads_flag,
     get_device,
     load_checkpoint,
     rng_state,
@@ -427,6 +428,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="replace the run already in OUT (its checkpoint.pt and metrics.json are deleted first)",
     )
+    add_threads_flag(t)
     t.set_defaults(func=_train_cmd)
     s = sub.add_parser(
         "sample",

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 import numpy as np
 import torch
-from .core import positive_float, positive_int
+from .core import add_threads_flag, positive_float, positive_int
 from .ocr import BLOCKS, OCRConfig, evaluate_ocr, load_ocr, train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image
 
@@ -28,8 +28,6 @@ _INT_FLAGS = {
 
 
 def _cmd_train(args) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
     cfg = OCRConfig(
         encoder=args.encoder,
         lr=args.lr,
@@ -118,7 +116,7 @@ def _train_flags(t: argparse.ArgumentParser) -> None:
         help="training time budget; the learning-rate schedule follows it",
     )
     t.add_argument("--seed", type=int, default=0)
-    t.add_argument("--threads", type=positive_int, help="torch CPU threads")
+    add_threads_flag(t)
     t.add_argument(
         "--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)"
     )

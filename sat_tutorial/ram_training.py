@@ -15,6 +15,7 @@ import torch
 
 from sat_tutorial.core import (
     Range,
+    add_threads_flag,
     get_device,
     load_checkpoint,
     rng_state,
@@ -234,7 +235,7 @@ def train_ram(
     sensor: Callable = retina,
     train_data: GlimpseMNIST | None = None,
     test_data: GlimpseMNIST | None = None,
-    download: bool = False,
+    download: bool | None = None,
     time_limit: float | None = None,
     overwrite: bool = False,
 ) -> tuple[RAM, dict]:
@@ -442,8 +443,6 @@ def _cmd_train(args) -> int:
         val=val,
         patience=args.patience,
     )
-    if args.threads:
-        torch.set_num_threads(args.threads)
     _, m = train_ram(
         cfg,
         out=args.out,
@@ -600,7 +599,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         default="auto",
         help="auto, cpu, cuda, cuda:1, mps (default: %(default)s)",
     )
-    t.add_argument("--threads", type=Range(int, 1, 1024), help="torch CPU threads")
+    add_threads_flag(t)
     t.add_argument(
         "--out",
         type=Path,
@@ -617,7 +616,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     t.add_argument(
         "--download",
         action="store_true",
-        help="download MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing (needs a network)",
+        default=None,
+        help="fetch MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing even when "
+        "SAT_TUTORIAL_OFFLINE=1 (without the flag it is fetched on first use where "
+        "there is a network)",
     )
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_cmd_train)

@@ -1,4 +1,5 @@
-"""DRAW (sat_tutorial.draw, sat_tutorial.draw_training): filterbank invariants, read/write adjointness, gradients, the KL term, data, CLI."""
+"""DRAW (sat_tutorial.draw, sat_tutorial.draw_training): filterbank invariants,
+read/write adjointness, gradients, the KL term, the .amat reader, the CLI."""
 
 import argparse, json, math, os
 from pathlib import Path
@@ -11,7 +12,6 @@ from sat_tutorial.core import InputError, data_root, load_checkpoint
 from sat_tutorial.draw import (
     DRAW,
     FIXED_SOURCE,
-    DYNAMIC_SOURCE,
     attention_params,
     draw_loss,
     filterbank,
@@ -19,17 +19,16 @@ from sat_tutorial.draw import (
     kl_standard_normal,
     load_binarized_mnist,
     marginal_nll,
-    parse_amat,
     read_glimpse,
     write_patch,
     BinaryImages,
 )
+from sat_tutorial.mnist import parse_amat
 from sat_tutorial.draw_training import add_cli, batch_indices, evaluate, fit
 
 torch.set_num_threads(1)
 A, B, N = 9, 6, 4  # a non-square image: an A/B or X/Y mix-up changes the results
 HAVE_FIXED = (data_root() / "binarized_mnist" / "binarized_mnist_test.amat.gz").exists()
-HAVE_MNIST = (data_root() / "mnist" / "raw" / "train-images-idx3-ubyte.gz").exists()
 needs_fixed = pytest.mark.skipif(
     not HAVE_FIXED, reason="binarized_mnist/*.amat.gz not found under SAT_TUTORIAL_DATA"
 )
@@ -264,32 +263,6 @@ def test_loader_on_real_files():
     assert (
         195 < marginal_nll(tr, te) < 215
     )  # per-pixel Bernoulli NLL of binarised MNIST is about 206 nats
-
-
-def test_missing_data_message(tmp_path, monkeypatch):
-    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
-    with pytest.raises(FileNotFoundError) as e:
-        load_binarized_mnist("train")
-    msg = str(e.value)
-    assert "binarized_mnist" in msg and "mnist/raw" in msg and str(tmp_path) in msg
-    with pytest.raises(ValueError, match="split"):
-        load_binarized_mnist("dev")
-
-
-@pytest.mark.skipif(
-    not HAVE_MNIST, reason="mnist/raw not found under SAT_TUTORIAL_DATA"
-)
-def test_dynamic_fallback_is_labelled(tmp_path, monkeypatch):
-    (tmp_path / "mnist").symlink_to(data_root() / "mnist")
-    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
-    with pytest.warns(UserWarning, match="dynamically binarised"):
-        tr = load_binarized_mnist("train")
-    assert tr.dynamic and tr.source == DYNAMIC_SOURCE and len(tr) == 50_000
-    b1, b2 = tr.batch(torch.arange(32)), tr.batch(torch.arange(32))
-    assert set(torch.unique(b1).tolist()) <= {0.0, 1.0} and not torch.equal(b1, b2)
-    with pytest.raises(FileNotFoundError):
-        load_binarized_mnist("train", source="fixed")
-    assert len(load_binarized_mnist("test", source="dynamic")) == 10_000
 
 
 def _parser():

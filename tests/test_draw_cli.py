@@ -199,7 +199,16 @@ def test_overwrite_refused_by_its_data_keeps_the_old_run(
 ):
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))  # no data at all
     refused(
-        ["draw", "train", *TINY_DRAW, "--out", "{w}/drawrun", "--overwrite"],
+        [
+            "draw",
+            "train",
+            *TINY_DRAW,
+            "--binarization",
+            "fixed",  # with "auto" the stand-in would stand in
+            "--out",
+            "{w}/drawrun",
+            "--overwrite",
+        ],
         world,
         capsys,
         "binarized_mnist",

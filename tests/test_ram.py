@@ -1,5 +1,6 @@
-"""Tests of sat_tutorial.ram and sat_tutorial.ram_training: retina vs a slow reference, shapes, gradient routing, the REINFORCE estimator,
-data generation, checkpoints/resume and the `ram` command line."""
+"""Tests of sat_tutorial.ram and sat_tutorial.ram_training: retina vs a slow reference,
+shapes, gradient routing, the REINFORCE estimator, checkpoints/resume and the `ram`
+command line (the data: tests/test_mnist.py)."""
 
 import argparse, gzip, json, math, os
 
@@ -15,12 +16,8 @@ from sat_tutorial.ram import (
     gaussian_log_prob,
     glimpse_corners,
     integral_image,
-    load_mnist,
-    make_layout,
     ram_loss,
-    read_idx,
     reinforce_samples,
-    render,
     retina,
     retina_reference,
 )
@@ -158,13 +155,15 @@ def test_gradient_routing(detach):
     m = RAM(glimpses=4, detach_policy=detach)
     L = ram_loss(m(torch.rand(32, 1, 28, 28)), torch.randint(0, 10, (32,)))
     core = torch.nn.ModuleList([m.glimpse, m.core_h, m.core_g])
-    # cross-entropy: classifier and core, never the policy (sampled l is detached) or the baseline
+    # cross-entropy: classifier and core, never the policy (sampled l is detached) or
+    # the baseline
     assert _max_grad(L["action"], m.classifier) > 0 and _max_grad(L["action"], core) > 0
     assert (
         _max_grad(L["action"], m.locator) == 0
         and _max_grad(L["action"], m.baseline) == 0
     )
-    # REINFORCE: the policy; never the baseline (R - b_t is a constant) or the classifier; the core only if not detached
+    # REINFORCE: the policy; never the baseline (R - b_t is a constant) or the
+    # classifier; the core only if not detached
     assert _max_grad(L["reinforce"], m.locator) > 0
     assert (
         _max_grad(L["reinforce"], m.baseline) == 0
@@ -207,81 +206,8 @@ def test_loss_reward_override_and_values():
     torch.testing.assert_close(L2["reward"], torch.tensor(0.5))
 
 
-# ---------------------------------------------------------------- data
-
-
-def test_read_idx_roundtrip_and_errors(tmp_path):
-    arr = np.arange(2 * 3 * 4, dtype=np.uint8).reshape(2, 3, 4)
-    header = bytes([0, 0, 8, 3]) + b"".join(
-        int(n).to_bytes(4, "big") for n in arr.shape
-    )
-    (tmp_path / "a-idx3-ubyte.gz").write_bytes(gzip.compress(header + arr.tobytes()))
-    (tmp_path / "a-idx3-ubyte").write_bytes(header + arr.tobytes())
-    assert np.array_equal(read_idx(tmp_path / "a-idx3-ubyte.gz"), arr)
-    assert np.array_equal(read_idx(tmp_path / "a-idx3-ubyte"), arr)
-    (tmp_path / "short.gz").write_bytes(gzip.compress(header + arr.tobytes()[:-1]))
-    with pytest.raises(ValueError, match="header says"):
-        read_idx(tmp_path / "short.gz")
-    (tmp_path / "bad.gz").write_bytes(gzip.compress(b"\x00\x00\x0d\x01abcd"))
-    with pytest.raises(ValueError, match="not an unsigned-byte IDX"):
-        read_idx(tmp_path / "bad.gz")
-
-
-def test_missing_mnist_says_what_to_put_where(tmp_path, monkeypatch):
-    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
-    with pytest.raises(FileNotFoundError) as e:
-        load_mnist("train")
-    msg = str(e.value)
-    assert str(tmp_path / "mnist" / "raw" / "train-images-idx3-ubyte.gz") in msg
-    assert "t10k-labels-idx1-ubyte.gz" in msg and "download=True" in msg
-    with pytest.raises(FileNotFoundError, match="mnist/raw"):
-        GlimpseMNIST("translated", "test")
-    with pytest.raises(ValueError, match="split"):
-        load_mnist("val")
-
-
-@pytest.mark.parametrize("task", list(TASKS))
-def test_generated_tasks(task):
-    size, K = TASKS[task]
-    X, Y = fake_digits(60)
-    ds = GlimpseMNIST(task, "train", seed=7, images=X, labels=Y)
-    x, y = ds.batch(np.arange(10))
-    assert (
-        x.shape == (10, 1, size, size)
-        and x.dtype == torch.float32
-        and 0 <= x.min()
-        and x.max() <= 1
-    )
-    assert torch.equal(y, torch.from_numpy(Y[:10]))
-    raw = render(X, np.arange(10), ds.layout, size)
-    for i in range(10):  # the digit is there, whole
-        r, c = ds.layout["digit"][i]
-        assert (raw[i, r : r + 28, c : c + 28] >= X[i]).all()
-    if K == 0:
-        assert np.array_equal(
-            raw.sum((1, 2), dtype=np.int64), X[:10].sum((1, 2), dtype=np.int64)
-        )
-    else:
-        assert (ds.layout["src"] != np.arange(60)[:, None]).all() and ds.layout[
-            "src"
-        ].max() < 60
-    # deterministic: same seed -> same pixels; another seed -> others (unless the canvas is MNIST's own)
-    again = GlimpseMNIST(task, "train", seed=7, images=X, labels=Y).batch(
-        np.arange(10)
-    )[0]
-    assert torch.equal(x, again)
-    other = GlimpseMNIST(task, "train", seed=8, images=X, labels=Y).batch(
-        np.arange(10)
-    )[0]
-    assert torch.equal(x, other) == (task == "mnist")
-
-
-def test_layout_is_vectorised_and_in_bounds():
-    L = make_layout(
-        60000, 100, 8, 60000, seed=0
-    )  # the full cluttered100 layout: fast, small
-    assert L["digit"].max() <= 72 and L["paste"].max() <= 92 and L["crop"].max() <= 20
-    assert (L["src"] != np.arange(60000)[:, None]).all()
+# ---------------------------------------------------------------- data:
+# tests/test_mnist.py
 
 
 def test_bad_task():
@@ -295,19 +221,8 @@ def test_bad_task():
     assert RAMConfig(task="mnist", glimpses=3).glimpses == 3
 
 
-@needs_mnist
-def test_real_mnist():
-    X, Y = load_mnist("test")
-    assert (
-        X.shape == (10000, 28, 28)
-        and Y.shape == (10000,)
-        and set(np.unique(Y)) == set(range(10))
-    )
-    x, _ = GlimpseMNIST("mnist", "test").batch([0, 1])
-    assert torch.equal(x[:, 0] * 255, torch.from_numpy(X[:2].astype(np.float32)))
-
-
-# ---------------------------------------------------------------- training, resume, command line
+# ---------------------------------------------------------------- training, resume,
+# command line
 
 
 def _tiny(task="mnist", **kw):
@@ -478,7 +393,8 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     )
 
 
-# ---------------------------------------------------------------- validation split, best weights, first location
+# ---------------------------------------------------------------- validation split,
+# best weights, first location
 
 
 def test_split_validation_is_disjoint_and_ordered():
@@ -554,7 +470,8 @@ def test_random_first_location_only_in_sampled_episodes():
         RAM(init_loc="corner")
 
 
-# ---------------------------------------------------------------- hostile input through `sat-tutorial ram ...` (issue 43)
+# ---------------------------------------------------------------- hostile input through
+# `sat-tutorial ram ...` (issue 43)
 
 
 def _main(argv, capsys):
@@ -578,7 +495,8 @@ def _one_line(err: str, *names: str):
 
 
 def _mnist_dir(tmp_path, damage: str):
-    "A data folder with four small MNIST files, one of them damaged in the way `damage` says; returns (root, damaged file)."
+    """A data folder with four small MNIST files, one of them damaged in the way
+    `damage` says; returns (root, damaged file)."""
     raw = tmp_path / "data" / "mnist" / "raw"
     raw.mkdir(parents=True)
     X, Y = fake_digits(40)
