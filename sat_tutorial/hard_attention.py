@@ -218,7 +218,7 @@ class HardAttentionCaptioner(HardReads):
 
     def set_reads(self, reads: str) -> None:
         """How eval mode reads: 'argmax' (the most probable location) or 'expected' (Σ α
-        a); the protocol's check (notebook 05b) names the allowed ones."""
+        a); the protocol's check (notebook 05c) names the allowed ones."""
         super().set_reads(reads)
 
     @torch.no_grad()

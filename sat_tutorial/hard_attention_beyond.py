@@ -327,7 +327,7 @@ class PolicyReads:
         "How eval mode reads: a `ReadPolicy` or its name; an unknown one is an error."
         k = getattr(self.objective, "k", None)  # a marginal objective's K
         if not isinstance(reads, ReadPolicy):
-            self.check_reads(reads)  # the protocol's one-line error (notebook 05b)
+            self.check_reads(reads)  # the protocol's one-line error (notebook 05c)
         self.reads = read_policy(reads, k or self._marginal_k)
 
     @property

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from sat_tutorial.captioner import (  # the protocol (notebook 05b)
+from sat_tutorial.captioner import (  # the protocol (notebook 05c)
     Captioner,
     encode,
     quick_train,

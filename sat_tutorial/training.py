@@ -55,7 +55,7 @@ __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 
            'checkpoint_config', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
-# each captioner's module registers it with `@register` (notebook 05b): importing
+# each captioner's module registers it with `@register` (notebook 05c): importing
 # the modules fills CAPTIONERS (name → class) and PRESETS (its scenes defaults)
 import sat_tutorial.adaptive_attention_beyond
 import sat_tutorial.butd
