@@ -35,7 +35,7 @@ DEBT = {
     "07b_hard_attention_beyond": (77.1, 181),
     "08_decoding": (48.6, 115),
     "09_metrics": (33.4, 89),
-    "10_adaptive_attention": (62.6, 75),
+    "10_adaptive_attention": (62.4, 75),
     "11_butd": (64.1, 108),
     "11b_bottom_up": (20.0, 103),
     "12_training": (60.8, 125),
