@@ -21,12 +21,6 @@ from sat_tutorial.soft_attention import (
     show_attention,
     target_mask,
 )
-from sat_tutorial.soft_attention_beyond import (
-    StepOperand,
-    WarmupSteps,
-    additive_scores,
-    fast_tanh_,
-)
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',
