@@ -1,4 +1,5 @@
-"""Point tests and notebooks at the shared offline data when it sits beside the checkout."""
+"""Point tests and notebooks at the shared offline data when it sits beside the
+checkout."""
 
 import os
 from pathlib import Path

@@ -1,4 +1,5 @@
-# nbdev 2 template setup.py, minus the pkg_resources import that current setuptools no longer has.
+# nbdev 2 template setup.py, minus the pkg_resources import that current setuptools no
+# longer has.
 from configparser import ConfigParser
 import setuptools
 

@@ -1,13 +1,16 @@
-"""Teacher-forced forward + backward of the soft-attention decoder: `SoftAttentionCaptioner` (keys W_a·a once per
-image, vocabulary projection once per batch) against a tutorial-style reference decoder that recomputes the keys and
-runs L_o at every step (bench/reference_decoder.py), at the paper's sizes, in the same run.
+"""Teacher-forced forward + backward of the soft-attention decoder:
+`SoftAttentionCaptioner` (keys W_a·a once per image, vocabulary projection once per
+batch) against a tutorial-style reference decoder that recomputes the keys and runs L_o
+at every step (bench/reference_decoder.py), at the paper's sizes, in the same run.
 
-    .venv/bin/python bench/bench_soft_attention.py            # ~2 minutes on 2 idle cores
+    # ~2 minutes on 2 idle cores
+    .venv/bin/python bench/bench_soft_attention.py
     .venv/bin/python bench/bench_soft_attention.py --quick    # smoke run, seconds
 
-Prints the analytic FLOP count of each version (the speed-up the arithmetic allows), the measured samples/s (median
-of alternating repetitions; the speed-up achieved), this machine's torch.mm GFLOP/s at the step's matmul sizes, the
-achieved GFLOP/s of the training step, and the ops that dominate each version (torch.profiler). Writes
+Prints the analytic FLOP count of each version (the speed-up the arithmetic allows), the
+measured samples/s (median of alternating repetitions; the speed-up achieved), this
+machine's torch.mm GFLOP/s at the step's matmul sizes, the achieved GFLOP/s of the
+training step, and the ops that dominate each version (torch.profiler). Writes
 bench/out/soft_attention.json (--quick: soft_attention_quick.json; --out to choose).
 """
 
@@ -30,10 +33,14 @@ from sat_tutorial.soft_attention_beyond import (  # noqa: E402
 OUT = ROOT / "bench" / "out" / "soft_attention.json"
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# FLOPs, analytically: multiply-adds of every matmul of one training step (B captions, T = predicted positions).
-# Each entry: (name, MACs in the forward pass, backward factor). The backward factor is 2 when the matmul's input needs a
-# gradient (grad input + grad weight), 1 when it does not (the annotations a are data: W_a·a, init_h/init_c(mean a) only
+# --------------------------------------------------------------------------------------
+# -------------------------------
+# FLOPs, analytically: multiply-adds of every matmul of one training step (B captions, T
+# = predicted positions).
+# Each entry: (name, MACs in the forward pass, backward factor). The backward factor is
+# 2 when the matmul's input needs a
+# gradient (grad input + grad weight), 1 when it does not (the annotations a are data:
+# W_a·a, init_h/init_c(mean a) only
 # need the weight gradient; α·a only needs the gradient w.r.t. α).
 def matmuls(variant, B, T, L, D, E, H, A, V):
     per_image_keys = B * L * D * A
@@ -66,7 +73,8 @@ def flops(variant, **dims):
     }
 
 
-# ---------------------------------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------
+# -------------------------------
 DEVICE = torch.device("cpu")  # --device
 
 
@@ -75,7 +83,8 @@ def sync():
 
 
 def measure_mm(sizes, reps=5, min_s=0.25):
-    "torch.mm GFLOP/s for each (M, K, N): best of `reps` timings of a loop lasting >= min_s."
+    """torch.mm GFLOP/s for each (M, K, N): best of `reps` timings of a loop lasting >=
+    min_s."""
     out = []
     for M, K, N in sizes:
         a, b = torch.randn(M, K, device=DEVICE), torch.randn(K, N, device=DEVICE)
@@ -127,7 +136,8 @@ def make_batch(B, T, L, D, V, seed):
 
 
 def check_same(model, ref, batch):
-    "Both decoders compute the same loss and gradients (eval mode: no dropout masks to match)."
+    """Both decoders compute the same loss and gradients (eval mode: no dropout masks to
+    match)."""
     model.zero_grad(set_to_none=True)
     ref.zero_grad(set_to_none=True)
     model.eval()
@@ -255,8 +265,10 @@ def run(args):
         batch = make_batch(B, T, L, D, V, seed=D)
         same = check_same(model, ref, batch)
         print(
-            f"\nD={D}: same loss {same['loss_package']:.6f} vs {same['loss_reference']:.6f} "
-            f"(rel {same['loss_rel_diff']:.1e}), grads max rel diff {same['grad_max_rel_diff']:.1e}",
+            f"\nD={D}: same loss {same['loss_package']:.6f} vs "
+            f"{same['loss_reference']:.6f} "
+            f"(rel {same['loss_rel_diff']:.1e}), grads max rel diff "
+            f"{same['grad_max_rel_diff']:.1e}",
             flush=True,
         )
         models = {"package": model}
@@ -317,7 +329,8 @@ def run(args):
                     f"{med['reference'] / med[k]:.2f}x"
                 )
         print(
-            f"  D={D}: allowed {allowed3:.2f}x (fwd x3) / {allowed:.2f}x (exact backward), achieved {speed:.2f}x"
+            f"  D={D}: allowed {allowed3:.2f}x (fwd x3) / {allowed:.2f}x "
+            f"(exact backward), achieved {speed:.2f}x"
         )
         cfg = {
             "D": D,
@@ -392,8 +405,10 @@ def run(args):
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
     }
     print(
-        f"\nteacher-forced forward+backward, batch {B}, T={T} predicted tokens, L={L}, E=H=A={E}, V={V}, "
-        f"threads={torch.get_num_threads()}, median of {args.reps} alternating reps x {args.steps} step(s); "
+        f"\nteacher-forced forward+backward, batch {B}, T={T} predicted "
+        f"tokens, L={L}, E=H=A={E}, V={V}, "
+        f"threads={torch.get_num_threads()}, median of {args.reps} "
+        f"alternating reps x {args.steps} step(s); "
         f"mm peak {peak} GFLOP/s; GFLOP/s from the exact count"
     )
     table(rows)
@@ -459,7 +474,8 @@ def main(argv=None):
         "--no-what-if",
         dest="what_if",
         action="store_false",
-        help="skip the bench-only variants (torch.tanh in place of fast_tanh_; gradients of W_z, U formed per step)",
+        help="skip the bench-only variants (torch.tanh in place of fast_tanh_; "
+        "gradients of W_z, U formed per step)",
     )
     p.add_argument(
         "--device",

@@ -16,7 +16,8 @@ from sat_tutorial.core import (
 
 
 class _OnGPU:
-    "Stands for a tensor that `load_checkpoint(map_location='cuda')` put on a GPU: usable only after `.cpu()`."
+    """Stands for a tensor that `load_checkpoint(map_location='cuda')` put on a GPU:
+    usable only after `.cpu()`."""
 
     def __init__(self, t):
         self.t = t
@@ -29,7 +30,8 @@ class _OnGPU:
 
 
 def test_rng_state_restores_from_states_mapped_to_a_gpu():
-    "`fit` loads last.pt with map_location its device, so on a GPU the saved RNG states arrive there (resume failed on an H200 in stop 35)."
+    """`fit` loads last.pt with map_location its device, so on a GPU the saved RNG
+    states arrive there (resume failed on an H200 in stop 35)."""
     seed_everything(3)
     st = rng_state()
     want = (random.random(), float(np.random.rand()), float(torch.rand(())))
@@ -74,7 +76,8 @@ def test_missing_data_message(tmp_path, monkeypatch):
 
 
 def test_killed_checkpoint_write_keeps_previous(tmp_path):
-    "A process killed with SIGKILL halfway through writing leaves the previous checkpoint loadable."
+    """A process killed with SIGKILL halfway through writing leaves the previous
+    checkpoint loadable."""
     p = tmp_path / "ckpt.pt"
     save_checkpoint({"step": 1, "w": torch.zeros(10)}, p)
     code = textwrap.dedent(f"""

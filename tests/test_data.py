@@ -109,8 +109,8 @@ def test_skips_are_counted_with_one_warning_each(tmp_path):
     assert any("skipped 1 images with no captions" in m for m in msgs)
     assert any("skipped 2 empty captions" in m for m in msgs)
     assert any(
-        f"2 of 4 images listed in {p} are missing under {tmp_path / 'images'} (first: gone1.jpg, gone2.jpg)"
-        in m
+        f"2 of 4 images listed in {p} are missing under {tmp_path / 'images'} "
+        "(first: gone1.jpg, gone2.jpg)" in m
         for m in msgs
     )
 
@@ -233,7 +233,8 @@ def test_feature_store_resume_and_refusals(tmp_path):
 
 
 def fake_flickr(root: Path, n: int, name="flickr8k"):
-    "A Karpathy-format dataset of `n` tiny images under root/name (80% train, 10% val, 10% test)."
+    """A Karpathy-format dataset of `n` tiny images under root/name (80% train, 10% val,
+    10% test)."""
     d = root / name
     (d / "images").mkdir(parents=True)
     ims = [
@@ -258,7 +259,8 @@ def test_few_missing_images_are_a_counted_skip_with_one_warning(tmp_path):
     assert [len(recs[s]) for s in ("train", "val", "test")] == [239, 29, 29]
     assert len(w) == 1
     assert str(w[0].message).startswith(
-        f"3 of 300 images listed in {d / 'dataset_flickr8k.json'} are missing under {d / 'images'} "
+        f"3 of 300 images listed in {d / 'dataset_flickr8k.json'} are missing "
+        f"under {d / 'images'} "
         "(first: 0003.jpg, 0250.jpg, 0299.jpg)"
     )
 
@@ -269,8 +271,10 @@ def test_many_missing_images_fail_before_training(tmp_path):
         (d / "images" / f"{i:04d}.jpg").unlink()  # 15 of 300 = 5%
     with pytest.raises(
         FileNotFoundError,
-        match=r"15 of 300 images listed in .*dataset_flickr8k.json are missing under .*images "
-        r"\(first: 0000.jpg, 0020.jpg, 0040.jpg, 0060.jpg, 0080.jpg …\)\. That is more than max_missing=1%",
+        match=r"15 of 300 images listed in .*dataset_flickr8k.json are missing "
+        r"under .*images "
+        r"\(first: 0000.jpg, 0020.jpg, 0040.jpg, 0060.jpg, 0080.jpg …\)\. "
+        r"That is more than max_missing=1%",
     ):
         load_dataset("flickr8k", tmp_path)
     with pytest.warns(UserWarning, match="15 of 300 images listed"):

@@ -38,7 +38,8 @@ def _captioners():
 
 
 class EndsAt(torch.nn.Module):
-    "A captioner whose <end> gets +20·tanh(t − τ) at step t, τ = feats[:, 0, 0] per image: images end at steps we choose."
+    """A captioner whose <end> gets +20·tanh(t − τ) at step t, τ = feats[:, 0, 0] per
+    image: images end at steps we choose."""
 
     def __init__(self, m):
         super().__init__()
@@ -62,7 +63,8 @@ class EndsAt(torch.nn.Module):
 
 @pytest.mark.parametrize("name,m", list(_captioners()))
 def test_batched_beam_equals_one_image_at_a_time(name, m):
-    "Images end at different steps (most retire early, two run to max_len): tokens, scores and attention match per image."
+    """Images end at different steps (most retire early, two run to max_len): tokens,
+    scores and attention match per image."""
     torch.manual_seed(4)
     f = torch.randn(16, 7, 8)
     f[:, 0, 0] = torch.tensor(

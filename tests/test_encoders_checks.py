@@ -27,7 +27,8 @@ def native_convs():
 
 
 def conv_and_grads(m, h, u):
-    "A convolution's output and its gradients (input, weight, bias) for the upstream gradient `u`."
+    """A convolution's output and its gradients (input, weight, bias) for the upstream
+    gradient `u`."""
     h = h.clone().requires_grad_()
     y = m(h)
     return (y, *torch.autograd.grad(y, (h, m.weight, m.bias), u))
@@ -38,7 +39,8 @@ def rel_err(p, q):
 
 
 def test_channels_last_scene_cnn_equals_native_convolutions():
-    "Output, and each convolution's output and gradients on the input it saw, against the non-oneDNN convolutions."
+    """Output, and each convolution's output and gradients on the input it saw, against
+    the non-oneDNN convolutions."""
     torch.manual_seed(0)
     enc_nhwc = SceneCNN(32, 8, grid=16)
     assert enc_nhwc.net[0][0].weight.is_contiguous(memory_format=torch.channels_last)

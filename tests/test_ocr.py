@@ -34,7 +34,8 @@ TINY = [
 
 
 def run_main(monkeypatch, argv):
-    "The real `sat-tutorial` entry point, which registers `ocr` beside the other commands."
+    """The real `sat-tutorial` entry point, which registers `ocr` beside the other
+    commands."""
     return cli.main(argv)
 
 
@@ -120,7 +121,8 @@ def test_bad_word_lists_and_fonts():
 
 
 def test_boxes_follow_rotation():
-    "With a large tilt, the boxes computed by `_rotate_points` still hold the ink; with the tilt's sign flipped they do not."
+    """With a large tilt, the boxes computed by `_rotate_points` still hold the ink;
+    with the tilt's sign flipped they do not."""
     cfg = ocr.RenderConfig(rotation=15, blur=0, noise=0, clutter=0, margin=0.3)
     right, wrong = [], []
     for seed in range(6):
