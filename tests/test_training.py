@@ -334,11 +334,11 @@ def test_time_budget_decays_the_learning_rate_and_survives_resume(
 ):
     "A run ended by its time budget ends at a tenth of the learning rate; a resumed run continues the same budget."
     import types
-    import sat_tutorial.fit as fit_module
+    import sat_tutorial.learner as learner_module
 
     calls = iter(range(10_000))
     monkeypatch.setattr(
-        fit_module,
+        learner_module,
         "time",
         types.SimpleNamespace(perf_counter=lambda: 6.0 * next(calls)),
     )  # 6 s a reading
@@ -935,3 +935,98 @@ def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
     assert seen == [(dropout, 0.7, True)] and model.training and loss.requires_grad
     with pytest.raises(ValueError, match="temperature must be positive"):
         optimization.SelfCritical(sc.cider, sc.vocab, temperature=0.0)
+
+
+# --- the Learner's guarantees (issue 50) ------------------------------------------------
+
+
+def test_early_stopping_resumes_where_the_straight_run_stops(tmp_path):
+    "The count of validations without improvement is saved: stopped at 6 and resumed, a run stops where it would have."
+    cfg = tiny(steps=30, val_every=2, patience=3, n_val=8)
+    straight = fit(cfg, tmp_path / "a", **QUIET)
+    assert straight["steps"] < 30  # patience ran out: the case under test
+    fit(cfg, tmp_path / "b", stop_at=6, **QUIET)
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 6
+    resumed = fit(cfg, tmp_path / "b", resume=True, **QUIET)
+    assert resumed["steps"] == straight["steps"]
+    assert resumed["best"] == straight["best"]
+
+
+def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
+    from sat_tutorial import fit as fit_module
+    from sat_tutorial.learner import StopRun
+
+    real, calls = fit_module.caption_loss, []
+
+    def poisoned(run, batch):
+        calls.append(1)
+        loss, stats = real(run, batch)
+        return (loss * float("nan") if len(calls) == 4 else loss), stats
+
+    monkeypatch.setattr(fit_module, "caption_loss", poisoned)
+    with pytest.raises(StopRun, match=r"step 4: the loss is nan.*last\.pt, is kept"):
+        fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
+    kept = load_checkpoint(tmp_path / "a" / "last.pt")
+    assert kept["step"] == 2 and all(v.isfinite().all() for v in kept["model"].values())
+
+
+def test_ctrl_c_saves_the_step_and_the_resume_is_exact(tmp_path, monkeypatch):
+    import signal
+    from sat_tutorial import fit as fit_module
+    from sat_tutorial.learner import Interrupted
+
+    fit(tiny(), tmp_path / "a", **QUIET)
+    real = fit_module.caption_loss
+    calls = []
+
+    def press(run, batch):  # Ctrl-C during the third step, before its first checkpoint
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)
+        return real(run, batch)
+
+    monkeypatch.setattr(fit_module, "caption_loss", press)
+    with pytest.raises(Interrupted, match="step 3 saved in .*last.pt"):
+        fit(tiny(), tmp_path / "b", **QUIET)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.setattr(fit_module, "caption_loss", real)
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
+    fit(tiny(), tmp_path / "b", resume=True, **QUIET)
+    a, b = (load_checkpoint(tmp_path / d / "last.pt") for d in "ab")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["history"] == b["history"]
+
+
+def test_a_failed_write_is_one_line_and_the_previous_checkpoint_stays(
+    tmp_path, monkeypatch
+):
+    import errno
+    from sat_tutorial import core
+    from sat_tutorial.learner import StopRun
+
+    real, calls = core.torch.save, []
+
+    def full_disk(obj, f, *a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(obj, f, *a, **k)
+
+    monkeypatch.setattr(core.torch, "save", full_disk)
+    with pytest.raises(StopRun, match=r"could not write .*last\.pt: No space left"):
+        fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
+    assert load_checkpoint(tmp_path / "a" / "last.pt")["step"] == 2  # still loadable
+    assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]
+
+
+def test_checkpoints_with_non_finite_weights_are_refused(tmp_path):
+    from sat_tutorial.core import InputError
+
+    fit(tiny(steps=2), tmp_path / "a", **QUIET)
+    ck = load_checkpoint(tmp_path / "a" / "best.pt")
+    ck["model"]["embed.weight"][0, 0] = float("nan")
+    save_checkpoint(ck, tmp_path / "nan.pt")
+    with pytest.raises(InputError, match="nan.pt: model weight embed.weight holds NaN"):
+        load_checkpoint_model(tmp_path / "nan.pt")
+    with pytest.raises(InputError, match="holds NaN"):
+        fit(tiny(steps=2, init_from=str(tmp_path / "nan.pt")), tmp_path / "b", **QUIET)
