@@ -73,7 +73,8 @@ __all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'prepare', 'capt
 
 # %% ../nbs/12e_fit_captioners.ipynb #adae00f9
 def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
-    "Refuse, before any step, data that leaves nothing to train on, or validation images listed but none usable; the message counts why."
+    """Refuse, before any step, data that leaves nothing to train on, or validation
+    images listed but none usable; the message counts why."""
     listed, parts = report.get("listed", {}), []
     if listed:
         parts.append(
@@ -91,12 +92,14 @@ def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
         raise InputError(f"nothing to train on: no usable training images{why}")
     if listed.get("val") and not records.get("val"):
         raise InputError(
-            f"nothing to validate on: every listed val image is missing or unreadable{why}"
+            "nothing to validate on: every listed val image is missing or "
+            f"unreadable{why}"
         )
 
-
+# %% ../nbs/12e_fit_captioners.ipynb #716c31b2
 def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
-    "Refuse to resume from a checkpoint of another model, encoder (the scene CNN's grid included) or vocabulary."
+    """Refuse to resume from a checkpoint of another model, encoder (the scene CNN's
+    grid included) or vocabulary."""
     if ck.get("format") != FORMAT:
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
     old = asdict(checkpoint_config(ck))
@@ -111,17 +114,20 @@ def check_compatible(ck: dict, cfg: TrainConfig, vocab: Vocab, path) -> None:
     ) + (("grid",) if cfg.encoder == "scene_cnn" else ()):
         if old.get(k) != getattr(cfg, k):
             raise ValueError(
-                f"{path} was trained with {k}={old.get(k)!r}, but this run has {k}={getattr(cfg, k)!r}"
+                f"{path} was trained with {k}={old.get(k)!r}, "
+                f"but this run has {k}={getattr(cfg, k)!r}"
             )
     if Vocab.from_dict(ck["vocab"]) != vocab:
         raise ValueError(
-            f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, here {len(vocab)})"
+            f"{path} has a different vocabulary ({len(ck['vocab']['itos'])} words, "
+            f"here {len(vocab)})"
         )
 
-# %% ../nbs/12e_fit_captioners.ipynb #bd723ce7
+# %% ../nbs/12e_fit_captioners.ipynb #39121f60
 @dataclass
 class Run:
-    "What `prepare` builds from a configuration: data, vocabulary, models, objective, optimiser and schedule."
+    """What `prepare` builds from a configuration: data, vocabulary, models, objective,
+    optimiser and schedule."""
 
     cfg: TrainConfig
     out_dir: Path
@@ -146,15 +152,14 @@ class Run:
     scaler: object  # fp16's gradient scaler, or None
     clock: Clock
     sched: object = None  # the learning-rate schedule (LambdaLR of lr_factor)
-    run_encoder: nn.Module | None = (
-        None  # under torchrun, DDP's wrapper of a trainable encoder
-    )
+    run_encoder: nn.Module | None = None  # DDP's wrapper of a trainable encoder
 
-# %% ../nbs/12e_fit_captioners.ipynb #3038c019
+# %% ../nbs/12e_fit_captioners.ipynb #16846f06
 def prepare(
     cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
 ) -> Run:
-    "Everything before the first step, checked: the data (stored features opened), vocabulary, models, objective, optimiser, schedule."
+    """Everything before the first step, checked: the data (stored features opened),
+    vocabulary, models, objective, optimiser, schedule."""
     if world > 1 and cfg.scst:
         raise ValueError(
             "self-critical training is not supported with several processes"
@@ -240,19 +245,21 @@ def prepare(
     )
     return run
 
-# %% ../nbs/12e_fit_captioners.ipynb #dceb2c06
+# %% ../nbs/12e_fit_captioners.ipynb #f3641efc
 def captioner_hooks(model: nn.Module, name: str) -> SimpleNamespace:
-    """Everything the loop asks of a captioner beyond its loss, in one place: how to tell it the share of the run
-    behind us (a schedule of its own, notebook 07), and whether a step may leave parameters without a gradient
-    (DDP must then look for them)."""
+    """Everything the loop asks of a captioner beyond its loss, in one place: how to
+    tell it the share of the run behind us (a schedule of its own, notebook 07), and
+    whether a step may leave parameters without a gradient (DDP must then look for
+    them)."""
     return SimpleNamespace(
         set_progress=lambda share: setattr(model, "run_progress", share),
         unused_parameters=name == "hard",
     )
 
-# %% ../nbs/12e_fit_captioners.ipynb #c89ae130
+# %% ../nbs/12e_fit_captioners.ipynb #39f358f3
 def distribute(run: Run) -> None:
-    "The objective: under torchrun, DDP around the loss (and a trainable encoder) scaled by `GlobalBatchLoss`; alone, `FixedWordWeight` with length pools."
+    """The objective: under torchrun, DDP around the loss (and a trainable encoder)
+    scaled by `GlobalBatchLoss`; alone, `FixedWordWeight` with length pools."""
     run.run_encoder = run.encoder
     if run.world > 1:
         import torch.distributed as dist
@@ -273,9 +280,10 @@ def distribute(run: Run) -> None:
     elif run.mean_words:
         run.objective = FixedWordWeight(run.mean_words)
 
-# %% ../nbs/12e_fit_captioners.ipynb #89ab7a2f
+# %% ../nbs/12e_fit_captioners.ipynb #5368cad9
 def caption_loss(run: Run, batch: dict):
-    "Encode the batch and score it: `model.loss`, or the run's objective (DDP, length pools, self-critical)."
+    """Encode the batch and score it: `model.loss`, or the run's objective (DDP, length
+    pools, self-critical)."""
     run.run_encoder.train()
     run.model.train()
     caps = batch["captions"].to(run.device)
@@ -285,9 +293,10 @@ def caption_loss(run: Run, batch: dict):
         return run.objective(run.model, feats, batch)
     return run.model.loss(feats, caps, lengths)
 
-# %% ../nbs/12e_fit_captioners.ipynb #99baf823
+# %% ../nbs/12e_fit_captioners.ipynb #13425894
 def epoch_loader(run: Run, epoch: int, pos: int) -> DataLoader:
-    "The batches of `epoch` from position `pos`, in the order fixed by (seed, epoch); this process's shard of each."
+    """The batches of `epoch` from position `pos`, in the order fixed by (seed, epoch);
+    this process's shard of each."""
     cfg = run.cfg
     sampler = EpochBatches(
         len(run.ds),
@@ -309,9 +318,10 @@ def epoch_loader(run: Run, epoch: int, pos: int) -> DataLoader:
         persistent_workers=False,
     )
 
-# %% ../nbs/12e_fit_captioners.ipynb #b6f19daf
+# %% ../nbs/12e_fit_captioners.ipynb #8280d3fc
 class Unreadable(Callback):
-    "Count the items whose image could not be read; skip a batch with none readable; refuse an epoch with none."
+    """Count the items whose image could not be read; skip a batch with none readable;
+    refuse an epoch with none."""
 
     order = 0
 
@@ -329,15 +339,16 @@ class Unreadable(Callback):
     def after_epoch(self, learn) -> None:
         if self.seen and learn.step == self.first:  # never loop on
             raise InputError(
-                f"no training image could be read in a whole epoch ({self.skipped} items "
-                "skipped as unreadable); check the image files (--data-dir / "
-                "$SAT_TUTORIAL_DATA)"
+                "no training image could be read in a whole epoch "
+                f"({self.skipped} items skipped as unreadable); check the image "
+                "files (--data-dir / $SAT_TUTORIAL_DATA)"
             )
 
-# %% ../nbs/12e_fit_captioners.ipynb #769250e5
+# %% ../nbs/12e_fit_captioners.ipynb #ae1b9326
 class Distributed(Callback):
-    """Under torchrun: every process steps together. A process whose shard had no readable image runs its last
-    batch again at weight 0; a step is skipped only when no process has data. Statistics are the whole batch's."""
+    """Under torchrun: every process steps together. A process whose shard had no
+    readable image runs its last batch again at weight 0; a step is skipped only when no
+    process has data. Statistics are the whole batch's."""
 
     order = 2
 
@@ -373,9 +384,10 @@ class Distributed(Callback):
     def cleanup_fit(self, learn) -> None:
         self.last_batch = None
 
-# %% ../nbs/12e_fit_captioners.ipynb #986f7fbe
+# %% ../nbs/12e_fit_captioners.ipynb #c17175fa
 class Progress(Callback):
-    "Tell the model the share of the run behind us before each step (by steps, or by the clock if ahead)."
+    """Tell the model the share of the run behind us before each step (by steps, or by
+    the clock if ahead)."""
 
     order = 3
 
@@ -386,12 +398,13 @@ class Progress(Callback):
         if learn.batch is not None:
             self.set_progress(run_share(learn.step, learn.total, self.clock.share))
 
-# %% ../nbs/12e_fit_captioners.ipynb #a1ad1a9c
+# %% ../nbs/12e_fit_captioners.ipynb #539dd697
 FORMAT = "sat_tutorial.captioner/1"
 
-# %% ../nbs/12e_fit_captioners.ipynb #5c13f1fb
+# %% ../nbs/12e_fit_captioners.ipynb #ff8663b1
 def checkpoint_state(run: Run, learn: Learner) -> dict:
-    "Everything to resume: the run's configuration, vocabulary, weights, optimiser and RNG, and the Learner's state (every callback's)."
+    """Everything to resume: the run's configuration, vocabulary, weights, optimiser and
+    RNG, and the Learner's state (every callback's)."""
     return {
         "format": FORMAT,
         "config": asdict(run.cfg),
@@ -399,14 +412,15 @@ def checkpoint_state(run: Run, learn: Learner) -> dict:
         "encoder": run.encoder.state_dict(),
         "model": run.model.state_dict(),
         "optimizer": run.opt.state_dict(),
-        **learn.state_dict(),  # step, position; schedule, scaler, average, history, best
+        **learn.state_dict(),  # step, position and the callbacks' states
         "rng": rng_state(),
     }
 
-# %% ../nbs/12e_fit_captioners.ipynb #0aef2788
+# %% ../nbs/12e_fit_captioners.ipynb #6f37a223
 def saver(run: Run, on_saved=None):
-    """`save(learn, name)`: checkpoint `name`, written atomically by process 0; with `everyone`, all processes call it
-    and their RNG states are kept. `on_saved(names)` is called once, after the run's first write."""
+    """`save(learn, name)`: checkpoint `name`, written atomically by process 0; with
+    `everyone`, all processes call it and their RNG states are kept. `on_saved(names)`
+    is called once, after the run's first write."""
     written = set()
 
     def save(learn: Learner, name: str, everyone: bool = True) -> None:
@@ -430,17 +444,18 @@ def saver(run: Run, on_saved=None):
 
     return save
 
-# %% ../nbs/12e_fit_captioners.ipynb #e8518b7d
+# %% ../nbs/12e_fit_captioners.ipynb #3b665f1f
 def restore(run: Run, learn: Learner, path: Path) -> None:
-    "Continue the run saved in `path`: weights, optimiser, every callback's state and this process's RNG."
+    """Continue the run saved in `path`: weights, optimiser, every callback's state and
+    this process's RNG."""
     cfg, ck = run.cfg, load_checkpoint(path, map_location=run.device)
     check_compatible(ck, cfg, run.vocab, path)
     old = ck["config"].get("optimizer", "adam")
     if old != cfg.optimizer:  # its state would not fit the other's
         raise ValueError(
             f"{path} was trained with optimizer={old!r}, but this run has "
-            f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new run "
-            "from its weights with init_from"
+            f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new "
+            "run from its weights with init_from"
         )
     check_finite(ck, path)
     run.encoder.load_state_dict(ck.get("train_encoder", ck["encoder"]))
@@ -451,11 +466,12 @@ def restore(run: Run, learn: Learner, path: Path) -> None:
     set_rng_state(ranks[run.rank] if len(ranks) == run.world else ck["rng"])
     run.log(f"resumed from {path} at step {learn.step}")
 
-# %% ../nbs/12e_fit_captioners.ipynb #7a884701
+# %% ../nbs/12e_fit_captioners.ipynb #5df3e317
 class Validate(Callback):
-    """Every `val_every` steps and at the end: decode the validation images (process 0), log CIDEr and BLEU-4, keep
-    `best.pt` by CIDEr; stop the run after `patience` validations without a better one. The best validation and that
-    count are state: a resumed run stops where the straight one does."""
+    """Every `val_every` steps and at the end: decode the validation images (process 0),
+    log CIDEr and BLEU-4, keep `best.pt` by CIDEr; stop the run after `patience`
+    validations without a better one. The best validation and that count are state: a
+    resumed run stops where the straight one does."""
 
     order = 60
 
@@ -513,11 +529,12 @@ class Validate(Callback):
     def load_state_dict(self, ck: dict) -> None:
         self.best, self.stale = ck["best"], ck.get("stale", 0)
 
-# %% ../nbs/12e_fit_captioners.ipynb #751300e8
+# %% ../nbs/12e_fit_captioners.ipynb #9b29ab2f
 def captioner_learner(
     run: Run, progress=True, stop_at=0, time_cap=0.0, on_saved=None
 ) -> Learner:
-    "The Learner that trains a captioner: its objective, batches and callbacks, from the run `prepare` built."
+    """The Learner that trains a captioner: its objective, batches and callbacks, from
+    the run `prepare` built."""
     cfg, save = run.cfg, saver(run, on_saved)
     live = nn.ModuleDict({"encoder": run.encoder, "model": run.model})
     ema = EMA(run.avg, live) if run.avg is not None else None
@@ -545,9 +562,10 @@ def captioner_learner(
         cbs,
     )
 
-# %% ../nbs/12e_fit_captioners.ipynb #95dfaa1c
+# %% ../nbs/12e_fit_captioners.ipynb #5c1e5537
 def finish(run: Run, learn: Learner, started: bool) -> dict:
-    "After the last step: count the skipped items of all processes, write `best.pt` if nothing validated and `train_summary.json`, leave the process group."
+    """After the last step: count the skipped items of all processes, write `best.pt` if
+    nothing validated and `train_summary.json`, leave the process group."""
     import torch.distributed as dist
 
     skipped = next(cb for cb in learn.cbs if isinstance(cb, Unreadable)).skipped
@@ -587,7 +605,7 @@ def finish(run: Run, learn: Learner, started: bool) -> dict:
         dist.destroy_process_group()
     return summary
 
-# %% ../nbs/12e_fit_captioners.ipynb #b66bbac4
+# %% ../nbs/12e_fit_captioners.ipynb #fefbb340
 def fit(
     cfg: TrainConfig,
     out_dir,
@@ -601,11 +619,13 @@ def fit(
     on_start=None,
     on_saved=None,
 ) -> dict:
-    """Train a captioner as configured (on W processes under torchrun); returns a summary (steps, time, best
-    validation, skipped data). `time_cap`: minutes after which to stop (validate, checkpoint) whatever the step;
-    unlike `cfg.time_budget` it leaves the learning-rate schedule to the steps. `on_start()`: called (by process 0)
-    once everything is checked and loaded, just before the first step; `on_saved(names)` once the first checkpoint
-    is written (`--overwrite` deletes the earlier run's files only then)."""
+    """Train a captioner as configured (on W processes under torchrun); returns a
+    summary (steps, time, best validation, skipped data). `time_cap`: minutes after
+    which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it
+    leaves the learning-rate schedule to the steps. `on_start()`: called (by process 0)
+    once everything is checked and loaded, just before the first step; `on_saved(names)`
+    once the first checkpoint is written (`--overwrite` deletes the earlier run's files
+    only then)."""
     rank, world, device, started = init_distributed(device)
     log = log if rank == 0 else (lambda *a, **k: None)
     run = prepare(cfg, out_dir, records, resume, rank, world, device, log)

@@ -20,7 +20,8 @@ __all__ = ['RUN_FILES', 'StopRun', 'Interrupted', 'Callback', 'Learner', 'Finite
 
 # %% ../nbs/12c_fit.ipynb #898bddf1
 class StopRun(Exception):
-    "A run that cannot go on, in one line naming the step or the file: a non-finite loss, a failed write."
+    """A run that cannot go on, in one line naming the step or the file: a non-finite
+    loss, a failed write."""
 
 # %% ../nbs/12c_fit.ipynb #35d05161
 class Interrupted(KeyboardInterrupt):
@@ -28,8 +29,9 @@ class Interrupted(KeyboardInterrupt):
 
 # %% ../nbs/12c_fit.ipynb #5d930348
 class Callback:
-    """A feature of the loop: methods named after the events it acts on (each called with the Learner),
-    `order` among the others, and in `state_dict` what resuming it needs (flat checkpoint keys)."""
+    """A feature of the loop: methods named after the events it acts on (each called
+    with the Learner), `order` among the others, and in `state_dict` what resuming it
+    needs (flat checkpoint keys)."""
 
     order = 50
 
@@ -41,8 +43,9 @@ class Callback:
 
 # %% ../nbs/12c_fit.ipynb #7831c39e
 class Learner:
-    """One training loop. `batches(learn)` yields the batches of epoch `learn.epoch` from position `learn.pos`;
-    `objective(learn, batch)` returns (loss, stats); every other feature is a callback."""
+    """One training loop. `batches(learn)` yields the batches of epoch `learn.epoch`
+    from position `learn.pos`; `objective(learn, batch)` returns (loss, stats); every
+    other feature is a callback."""
 
     def __init__(self, opt, objective, batches, total: int, cbs=()):
         self.opt, self.objective, self.batches, self.total = (
@@ -76,9 +79,7 @@ class Learner:
                     self.epoch, self.pos = self.epoch + 1, 0
             self("after_fit")
         finally:
-            self(
-                "cleanup_fit"
-            )  # also after an error: what before_fit changed is undone
+            self("cleanup_fit")  # also after an error
 
     def one_batch(self) -> None:
         self("before_batch")  # a callback may set `batch` to None: skip it
@@ -117,7 +118,8 @@ class Learner:
 
 # %% ../nbs/12c_fit.ipynb #a2f96301
 class FiniteLoss(Callback):
-    "A non-finite loss stops the run with one line naming the step, before its gradients touch the weights."
+    """A non-finite loss stops the run with one line naming the step, before its
+    gradients touch the weights."""
 
     order = 15
 
@@ -135,8 +137,8 @@ class FiniteLoss(Callback):
 
 # %% ../nbs/12c_fit.ipynb #1ecfbd6d
 class CtrlC(Callback):
-    """Ctrl-C ends the run after the step it interrupts, which the checkpoint callback saves; then `Interrupted`
-    says where. A second Ctrl-C interrupts at once."""
+    """Ctrl-C ends the run after the step it interrupts, which the checkpoint callback
+    saves; then `Interrupted` says where. A second Ctrl-C interrupts at once."""
 
     order = 75  # after validation, before the checkpoint
 
@@ -170,8 +172,9 @@ class CtrlC(Callback):
 
 # %% ../nbs/12c_fit.ipynb #aa3b8e57
 class Clock(Callback):
-    """The run's minutes (a resumed run's earlier ones included) and `share`, the share of its time budget used
-    (0 without one), read after every step; the same on every process (the slowest one's)."""
+    """The run's minutes (a resumed run's earlier ones included) and `share`, the share
+    of its time budget used (0 without one), read after every step; the same on every
+    process (the slowest one's)."""
 
     order = 10
 
@@ -212,8 +215,9 @@ class Clock(Callback):
 
 # %% ../nbs/12c_fit.ipynb #8d8cba09
 class Limits(Callback):
-    """The run ends after `learn.total` steps, when the time budget is used, at step `stop_at`, or after `time_cap`
-    minutes (unlike the budget, a cap leaves the learning-rate schedule to the steps)."""
+    """The run ends after `learn.total` steps, when the time budget is used, at step
+    `stop_at`, or after `time_cap` minutes (unlike the budget, a cap leaves the
+    learning-rate schedule to the steps)."""
 
     order = 55
 
@@ -234,9 +238,10 @@ class Limits(Callback):
             or capped
         )
 
-# %% ../nbs/12c_fit.ipynb #2d85a1a0
+# %% ../nbs/12c_fit.ipynb #4c83e5fc
 class Clip(Callback):
-    "Clip the gradients' global norm at `clip` (0: no clipping), and log the norm before clipping."
+    """Clip the gradients' global norm at `clip` (0: no clipping), and log the norm
+    before clipping."""
 
     order = 45
 
@@ -269,7 +274,8 @@ class Schedule(Callback):
 
 # %% ../nbs/12c_fit.ipynb #69913be0
 class History(Callback):
-    "One entry per step: its statistics (validation adds its scores to the step's entry)."
+    """One entry per step: its statistics (validation adds its scores to the step's
+    entry)."""
 
     order = 50
 
@@ -288,8 +294,9 @@ class History(Callback):
 
 # %% ../nbs/12c_fit.ipynb #6815636b
 class EMA(Callback):
-    """An exponential moving average of the modules in `live` (a ModuleDict), updated after every step. Once it has
-    seen a step, a checkpoint's weights are the average and the live ones are kept under `train_*`."""
+    """An exponential moving average of the modules in `live` (a ModuleDict), updated
+    after every step. Once it has seen a step, a checkpoint's weights are the average
+    and the live ones are kept under `train_*`."""
 
     order = 30
 
@@ -300,7 +307,8 @@ class EMA(Callback):
         self.avg.update_parameters(self.live)
 
     def averaged(self) -> bool:
-        "Whether the average has seen a step (before that its copy may predate loaded weights)."
+        """Whether the average has seen a step (before that its copy may predate loaded
+        weights)."""
         return int(self.avg.n_averaged) > 0
 
     def weights(self) -> nn.ModuleDict:
@@ -319,9 +327,10 @@ class EMA(Callback):
                 m.load_state_dict(ck[k])
             self.avg.n_averaged.fill_(ck["ema_updates"])
 
-# %% ../nbs/12c_fit.ipynb #76cf0a5f
+# %% ../nbs/12c_fit.ipynb #b913fa7b
 class AMP(Callback):
-    "Autocast around the objective in `dtype`; with float16's `scaler`, the loss scaled and unscaled again before clipping."
+    """Autocast around the objective in `dtype`; with float16's `scaler`, the loss
+    scaled and unscaled again before clipping."""
 
     order = 40
 
@@ -356,14 +365,13 @@ class AMP(Callback):
         return {"scaler": self.scaler.state_dict()} if self.scaler is not None else {}
 
     def load_state_dict(self, ck: dict) -> None:
-        if (
-            self.scaler is not None and "scaler" in ck
-        ):  # else bf16/float32 goes on in fp16
+        if self.scaler is not None and "scaler" in ck:  # else bf16/fp32 goes on
             self.scaler.load_state_dict(ck["scaler"])
 
 # %% ../nbs/12c_fit.ipynb #7048a559
 class Checkpoint(Callback):
-    "Save `last.pt` with `save(learn, name)` every `every` steps (0: never) and when the run ends or stops."
+    """Save `last.pt` with `save(learn, name)` every `every` steps (0: never) and when
+    the run ends or stops."""
 
     order = 80
 
@@ -408,7 +416,8 @@ class ProgressBar(Callback):
 
 # %% ../nbs/12c_fit.ipynb #461767d4
 def write_checkpoint(state: dict, path) -> Path:
-    "`save_checkpoint`, with a failed write (disk full, read-only) as one line naming the file; the earlier file stays."
+    """`save_checkpoint`, with a failed write (disk full, read-only) as one line naming
+    the file; the earlier file stays."""
     try:
         return save_checkpoint(state, path)
     except OSError as e:
@@ -419,7 +428,8 @@ def write_checkpoint(state: dict, path) -> Path:
 
 # %% ../nbs/12c_fit.ipynb #589371a0
 def check_finite(state: dict, path) -> dict:
-    "Refuse a checkpoint whose weights hold NaN or infinity (a run that diverged), naming the first such tensor."
+    """Refuse a checkpoint whose weights hold NaN or infinity (a run that diverged),
+    naming the first such tensor."""
     for part in ("encoder", "model"):
         for k, v in (state.get(part) or {}).items():
             if torch.is_tensor(v) and v.is_floating_point() and not v.isfinite().all():
@@ -436,10 +446,11 @@ RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")
 def check_out(
     out, resume: bool, overwrite: bool, files=RUN_FILES, last: str | None = "last.pt"
 ) -> list[Path]:
-    """The output-folder check of every training command, before anything is written: `--out` must be a folder
-    (or not exist yet) under folders, writable; a folder holding a run (`files`, `val_step*.pt`) is refused unless
-    --resume continues it (from `last`) or --overwrite replaces it. Returns the old run's files to delete once the new run has
-    written its first checkpoint (`--overwrite`), else []."""
+    """The output-folder check of every training command, before anything is written:
+    `--out` must be a folder (or not exist yet) under folders, writable; a folder
+    holding a run (`files`, `val_step*.pt`) is refused unless --resume continues it
+    (from `last`) or --overwrite replaces it. Returns the old run's files to delete once
+    the new run has written its first checkpoint (`--overwrite`), else []."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a folder")
@@ -463,14 +474,15 @@ def check_out(
     if old and not resume and not overwrite:
         raise InputError(
             f"--out {out} already holds a run ({', '.join(p.name for p in old[:4])}); "
-            "pass --resume to continue it, --overwrite to replace it, or choose another "
-            "--out"
+            "pass --resume to continue it, --overwrite to replace it, or choose "
+            "another --out"
         )
     return old if overwrite else []
 
 # %% ../nbs/12c_fit.ipynb #cc996a6c
 def replace_old(old: list, written) -> None:
-    "`--overwrite`, once the new run has written its first checkpoint: delete the old run's files it did not rewrite."
+    """`--overwrite`, once the new run has written its first checkpoint: delete the old
+    run's files it did not rewrite."""
     for f in old:
         if f.name not in written:
             f.unlink(missing_ok=True)

@@ -50,8 +50,9 @@ def tiny(**kw):
     ids=["plain", "length_pool", "ema", "rmsprop"],
 )
 def test_exact_resume(tmp_path, pool, ema, optimizer):
-    """N steps, stop, resume, N more = 2N straight; also with batches drawn by caption length (the resume is mid-epoch), with
-    averaged weights, and with RMSProp (its running means and momentum buffer resume too)."""
+    """N steps, stop, resume, N more = 2N straight; also with batches drawn by caption
+    length (the resume is mid-epoch), with averaged weights, and with RMSProp (its
+    running means and momentum buffer resume too)."""
     cfg = tiny(length_pool=pool, ema=ema, optimizer=optimizer)
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
@@ -89,7 +90,8 @@ def test_exact_resume(tmp_path, pool, ema, optimizer):
 
 
 def test_averaged_weights_are_what_checkpoints_give(tmp_path):
-    "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_checkpoint_model decodes with it."
+    """With ema, a checkpoint's model is the average of the live weights (kept under
+    train_model), and load_checkpoint_model decodes with it."""
     from sat_tutorial.optimization import ema_decay
 
     cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
@@ -137,7 +139,8 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
 
 
 def test_keep_validated_keeps_each_validated_checkpoint(tmp_path):
-    "keep_validated: val_step<N>.pt at every validation, holding the weights validated there (the average with ema); off: none."
+    """keep_validated: val_step<N>.pt at every validation, holding the weights validated
+    there (the average with ema); off: none."""
     cfg = tiny(
         steps=6, n_val=8, val_every=2, ckpt_every=2, ema=0.9, keep_validated=True
     )
@@ -208,7 +211,8 @@ def test_length_pool_is_refused_for_self_critical_training(tmp_path):
 
 
 def test_self_critical_training_moves_hard_attention_weights(tmp_path):
-    "SCST on a hard-attention model also trains where it looks: the attention weights change (they got no gradient without log α_t(s_t))."
+    """SCST on a hard-attention model also trains where it looks: the attention weights
+    change (they got no gradient without log α_t(s_t))."""
     fit(tiny(model="hard", steps=3), tmp_path / "ce", **QUIET)
     fit(
         tiny(
@@ -257,7 +261,8 @@ def test_checkpoint_roundtrip_gives_same_model(tmp_path):
 
 
 def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatch):
-    "model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes training, and at its default 0 nothing."
+    """model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes
+    training, and at its default 0 nothing."""
     runs = {p: tmp_path / f"p{p}" for p in (0.0, 0.3)}
     for p, out in runs.items():
         fit(
@@ -293,7 +298,8 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
 
 
 def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
-    "model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it changes training; the logged NLL stays log p(y|a)."
+    """model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it
+    changes training; the logged NLL stays log p(y|a)."""
     runs = {e: tmp_path / f"ls{e}" for e in (0.0, 0.2)}
     for e, out in runs.items():
         fit(tiny(model_kwargs={"alpha_c": 0.0, "label_smoothing": e}), out, **QUIET)
@@ -332,7 +338,8 @@ def test_config_and_schedule():
 def test_time_budget_decays_the_learning_rate_and_survives_resume(
     tmp_path, monkeypatch
 ):
-    "A run ended by its time budget ends at a tenth of the learning rate; a resumed run continues the same budget."
+    """A run ended by its time budget ends at a tenth of the learning rate; a resumed
+    run continues the same budget."""
     import types
     import sat_tutorial.learner as learner_module
 
@@ -375,7 +382,8 @@ from sat_tutorial.training import open_features
 
 
 def features_cfg(tmp_path, **kw):
-    "A tiny soft-attention run on a fake Flickr8k from a fake resnet50 feature file (2×2 grid, D=16)."
+    """A tiny soft-attention run on a fake Flickr8k from a fake resnet50 feature file
+    (2×2 grid, D=16)."""
     fake_dataset(tmp_path, 40)
     f = tmp_path / "feats.h5"
     if not f.exists():
@@ -715,7 +723,9 @@ def _train_args(tmp_path, f):
     ids=["shuffled", "length_pool", "ema"],
 )
 def test_two_gloo_processes_match_one_process(tmp_path, extra):
-    "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch (also with batches by length, whose word weight GlobalBatchLoss must apply)."
+    """torchrun with 2 CPU processes: the same per-step losses and final weights as one
+    process with the same global batch (also with batches by length, whose word weight
+    GlobalBatchLoss must apply)."""
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     assert (
@@ -788,7 +798,8 @@ def test_two_gloo_processes_match_one_process(tmp_path, extra):
 
 
 def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
-    "A time budget under torchrun: the processes' clocks differ, yet all stop after the same step (else the collectives hang)."
+    """A time budget under torchrun: the processes' clocks differ, yet all stop after
+    the same step (else the collectives hang)."""
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     args = _train_args(tmp_path, f)
@@ -829,7 +840,8 @@ def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
 
 
 def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
-    "`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns that float32 is faster; with fast bf16 it is silent."
+    """`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns
+    that float32 is faster; with fast bf16 it is silent."""
     import warnings
     import sat_tutorial.optimization as tr
 
@@ -849,7 +861,8 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
 
 
 def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
-    "LOCAL_RANK 1 on a machine with one GPU: a message that says what to change, before any process group is joined."
+    """LOCAL_RANK 1 on a machine with one GPU: a message that says what to change,
+    before any process group is joined."""
     import sat_tutorial.optimization as tr
 
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -864,7 +877,8 @@ def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
 
 
 def test_amp_dtype_choices(monkeypatch):
-    "`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."
+    """`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler
+    where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."""
     import warnings
     import sat_tutorial.optimization as tr
 
@@ -902,7 +916,8 @@ def test_amp_dtype_choices(monkeypatch):
 
 @pytest.mark.parametrize("dropout", [True, False])
 def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
-    "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
+    """scst_dropout=False samples with the eval-mode network (hard attention still
+    samples and records its reads); the model comes back in training mode."""
     from sat_tutorial import optimization
     from sat_tutorial.data import Vocab
     from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
@@ -941,7 +956,8 @@ def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
 
 
 def test_early_stopping_resumes_where_the_straight_run_stops(tmp_path):
-    "The count of validations without improvement is saved: stopped at 6 and resumed, a run stops where it would have."
+    """The count of validations without improvement is saved: stopped at 6 and resumed,
+    a run stops where it would have."""
     cfg = tiny(steps=30, val_every=2, patience=3, n_val=8)
     straight = fit(cfg, tmp_path / "a", **QUIET)
     assert straight["steps"] < 30  # patience ran out: the case under test
