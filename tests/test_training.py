@@ -1046,3 +1046,24 @@ def test_checkpoints_with_non_finite_weights_are_refused(tmp_path):
         load_checkpoint_model(tmp_path / "nan.pt")
     with pytest.raises(InputError, match="holds NaN"):
         fit(tiny(steps=2, init_from=str(tmp_path / "nan.pt")), tmp_path / "b", **QUIET)
+
+
+@pytest.mark.parametrize("command", [["train"], ["ram", "train"], ["draw", "train"]])
+@pytest.mark.parametrize("where", ["file", "under_file", "read_only"])
+def test_every_training_command_checks_out_before_any_work(
+    tmp_path, capsys, monkeypatch, command, where
+):
+    "--out a file, under a file or read-only: one line naming it, before data is read."
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    out = {"file": f, "under_file": f / "run", "read_only": tmp_path / "ro" / "run"}
+    if where == "read_only":
+        (tmp_path / "ro").mkdir()
+        real = os.access  # root writes anywhere: the check asks os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
+        )
+    code = main([*command, "--out", str(out[where])])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "--out" in err, err
+    assert ("is read-only" if where == "read_only" else "is a file") in err
