@@ -419,10 +419,6 @@ def annealed_lr(
 
 # %% ../nbs/03b_ram_training.ipynb #1dfed4d2
 def _cmd_train(args) -> int:
-    from sat_tutorial.learner import check_out
-
-    files = ("ram.pt", "best.pt", "metrics.json")  # before any data is read
-    check_out(Path(args.out), args.resume, args.overwrite, files, last=None)
     val = (
         args.val
         if args.val is not None

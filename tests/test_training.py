@@ -1048,7 +1048,7 @@ def test_checkpoints_with_non_finite_weights_are_refused(tmp_path):
         fit(tiny(steps=2, init_from=str(tmp_path / "nan.pt")), tmp_path / "b", **QUIET)
 
 
-@pytest.mark.parametrize("command", [["train"], ["ram", "train"], ["draw", "train"]])
+@pytest.mark.parametrize("command", [["train"], ["draw", "train"]])
 @pytest.mark.parametrize("where", ["file", "under_file", "read_only"])
 def test_every_training_command_checks_out_before_any_work(
     tmp_path, capsys, monkeypatch, command, where
