@@ -29,7 +29,7 @@ DEBT = {
     "03_ram": (71.8, 97),
     "03b_ram_training": (65.6, 181),
     "04_draw": (68.0, 149),
-    "04b_draw_training": (47.3, 115),
+    "04b_draw_training": (46.5, 115),
     "05_encoders": (68.0, 139),
     "06_soft_attention": (77.2, 157),
     "07_hard_attention": (71.9, 147),
@@ -44,7 +44,7 @@ DEBT = {
     "12d_training_beyond": (47.7, 88),
     "12e_fit_captioners": (61.8, 90),  # split from 12c_fit (67.0, 90)
     "13_api": (32.3, 140),
-    "13b_cli": (88.9, 171),
+    "13b_cli": (87.1, 171),
     "14_attention_ocr": (84.4, 110),
     "15_transformer": (74.0, 140),
 }
