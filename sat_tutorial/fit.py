@@ -326,7 +326,7 @@ class Unreadable(Callback):
     order = 0
 
     def __init__(self):
-        self.skipped = 0
+        self.skipped = self.seen = self.first = 0
 
     def before_epoch(self, learn) -> None:
         self.seen, self.first = 0, learn.step
