@@ -24,10 +24,10 @@ from sat_tutorial.core import (
 )
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'DEMO_STEPS', 'EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'check_out',
-           'add_train', 'config_from_args', 'split_inputs', 'end_torchrun_worker', 'cmd_train', 'add_reads',
-           'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption', 'split_list', 'add_extract',
-           'cmd_extract', 'cmd_demo', 'add_demo', 'build_parser', 'main']
+__all__ = ['DEMO_STEPS', 'EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'add_train', 'config_from_args',
+           'split_inputs', 'end_torchrun_worker', 'cmd_train', 'add_reads', 'add_decoding', 'add_evaluate',
+           'cmd_evaluate', 'add_caption', 'cmd_caption', 'split_list', 'add_extract', 'cmd_extract', 'cmd_demo',
+           'add_demo', 'build_parser', 'main']
 
 # %% ../nbs/13b_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -166,35 +166,9 @@ def writable_file(path, flag: str) -> Path:
     return path
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
-RUN_FILES = (
-    "best.pt",
-    "last.pt",
-    "train_summary.json",
-    "test_metrics.json",
-)  # what a `train` run leaves in --out
+from .learner import RUN_FILES, Interrupted, StopRun, check_out, replace_old
 
-
-def check_out(out: Path, resume: bool, overwrite: bool) -> list[Path]:
-    "Refuse to train into a folder that holds a run, unless --resume (continue it) or --overwrite (replace it); the old run's files."
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file, not a folder")
-    if resume and overwrite:
-        raise InputError(
-            "--resume continues the run in --out and --overwrite replaces it: give one of them"
-        )
-    if resume and not (out / "last.pt").is_file():
-        raise InputError(
-            f"--resume: {out} holds no run to resume (no last.pt); leave out --resume to start one"
-        )
-    old = [out / f for f in RUN_FILES if (out / f).exists()] + sorted(
-        out.glob("val_step*.pt")
-    )
-    if old and not resume and not overwrite:
-        raise InputError(
-            f"--out {out} already holds a run ({', '.join(p.name for p in old[:4])}); pass --resume to continue it, "
-            "--overwrite to replace it, or choose another --out"
-        )
-    return old if overwrite else []
+# every training command checks --out with the Learner's `check_out` (notebook 12c)
 
 # %% ../nbs/13b_cli.ipynb #dbbc0f8d
 def add_train(sub) -> None:
@@ -220,7 +194,8 @@ def add_train(sub) -> None:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="replace the run already in OUT (its checkpoints are deleted first)",
+        help="replace the run already in OUT (its files are deleted once the new run "
+        "has written its first checkpoint)",
     )
     p.add_argument("--device", default="auto", help=_DEVICE_HELP + " (default: auto)")
     p.add_argument(
@@ -319,18 +294,14 @@ def cmd_train(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     get_device(args.device)  # a bad --device fails before anything is written
 
-    def replace_old():  # only once the new run is checked and about to start
-        for f in old:
-            f.unlink(missing_ok=True)
-        if old:
-            print(
-                f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}"
-            )
-
     if rank == 0:
         print(f"training {cfg.model} on {cfg.data} -> {out}")
     summary = fit(
-        cfg, out, resume=args.resume, device=args.device, on_start=replace_old
+        cfg,
+        out,
+        resume=args.resume,
+        device=args.device,
+        on_saved=lambda written: replace_old(old, written),
     )
     if rank == 0:
         print(
@@ -943,6 +914,7 @@ EXPECTED_ERRORS = (
     OSError,
     ValueError,
     ImportError,
+    StopRun,
 )  # files, images, archives, flags, checkpoints, devices, optional packages
 
 
@@ -968,8 +940,11 @@ def main(argv=None) -> int:
     try:
         set_threads(getattr(args, "threads", None))  # --threads, else the default
         return int(args.func(args) or 0)
+    except Interrupted as e:  # the Learner saved the step it interrupted
+        print(f"sat-tutorial: {e}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted (before anything was saved)", file=sys.stderr)
         return 130
     except EXPECTED_ERRORS as e:
         if debug:

@@ -5,7 +5,7 @@
 # %% ../nbs/04b_draw_training.ipynb #e2fda193
 from __future__ import annotations
 
-import argparse, functools, json, time
+import argparse, functools, itertools, json, time
 from pathlib import Path
 from typing import Sequence
 
@@ -36,10 +36,22 @@ from sat_tutorial.draw import (
     marginal_nll,
     FIXED_SOURCE,
 )
+from sat_tutorial.learner import (
+    Callback,
+    Clip,
+    Clock,
+    Learner,
+    Limits,
+    ProgressBar,
+    check_finite,
+    check_out,
+    replace_old,
+    write_checkpoint,
+)
 
 # %% auto #0
 __all__ = ['PAPER_NLL', 'DRAW_FORMAT', 'DRAW_CONFIG', 'RUN_FILES', 'batch_indices', 'fit', 'evaluate', 'plot_canvas_strip',
-           'load_draw', 'check_out', 'add_cli']
+           'load_draw', 'add_cli']
 
 # %% ../nbs/04b_draw_training.ipynb #66e77247
 @functools.lru_cache(maxsize=2)
@@ -69,36 +81,34 @@ def fit(
     callback=None,
     progress: bool = False,
 ) -> list[float]:
-    "Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from `start_step` to `steps`; returns the loss of every step."
-    from tqdm import tqdm
-
+    """Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from `start_step` to `steps`, through
+    the Learner of notebook 12c; `callback(step, opt, losses)` after every step. Returns the loss of every step."""
     device = model.c_0.device
     opt = opt if opt is not None else torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
     losses = []
-    bar = tqdm(
-        range(start_step, steps),
-        initial=start_step,
-        total=steps,
-        desc="draw train",
-        disable=not progress,
-    )
-    for step in bar:
-        x = data.batch(
-            batch_indices(len(data), batch_size, step, seed), device
-        )  # (bs, A·B)
+
+    def batches(learn):  # minibatch `step` of the fixed order, from the Learner's step
+        for step in itertools.count(learn.step):
+            idx = batch_indices(len(data), batch_size, step, seed)
+            yield data.batch(idx, device)  # (bs, A·B)
+
+    def bound(learn, x):
         L_x, L_z = draw_loss(model(x), x)
-        loss = (L_x + L_z).mean()
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if clip:
-            nn.utils.clip_grad_norm_(model.parameters(), clip)
-        opt.step()
-        losses.append(loss.item())
-        if progress and step % 10 == 0:
-            bar.set_postfix(bound=f"{np.mean(losses[-50:]):.1f}")
-        if callback is not None:
-            callback(step + 1, opt, losses)
+        return (L_x + L_z).mean(), {}
+
+    class Losses(Callback):
+        order = 85
+
+        def after_step(self, learn):
+            losses.append(learn.stats["loss"])
+            if callback is not None:
+                callback(learn.step, opt, losses)
+
+    cbs = [Limits(Clock()), Clip(clip), Losses(), ProgressBar("draw train", progress)]
+    learn = Learner(opt, bound, batches, steps, cbs)
+    learn.step = start_step
+    learn.fit()
     return losses
 
 
@@ -191,6 +201,7 @@ def load_draw(path, map_location="cpu") -> tuple[DRAW, dict]:
         raise InputError(
             f"{path} is not a DRAW checkpoint (it is {what}); give a checkpoint.pt written by `sat-tutorial draw train`"
         )
+    check_finite(ck, path)
     model = DRAW(**cfg)
     try:
         model.load_state_dict(ck["model"])
@@ -200,29 +211,14 @@ def load_draw(path, map_location="cpu") -> tuple[DRAW, dict]:
         ) from None
     return model, ck
 
-
-def check_out(out: Path, resume: bool, overwrite: bool) -> list[Path]:
-    "Refuse to train into a folder that holds a run, unless --resume (continue it) or --overwrite (replace it); the old run's files."
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file, not a folder")
-    if resume and overwrite:
-        raise InputError(
-            "--resume continues the run in --out and --overwrite replaces it: give one of them"
-        )
-    old = [out / f for f in RUN_FILES if (out / f).exists()]
-    if old and not resume and not overwrite:
-        raise InputError(
-            f"--out {out} already holds a run ({', '.join(p.name for p in old)}); pass --resume to continue it, "
-            "--overwrite to replace it, or choose another --out"
-        )
-    return old if overwrite else []
-
 # %% ../nbs/04b_draw_training.ipynb #3bc395fd
 def _train_cmd(args) -> int:
     "`draw train`: train DRAW on binarised MNIST, checkpointing to --out; write metrics.json with the test bound."
     out = Path(args.out)
     ckpt_path = out / "checkpoint.pt"
-    old = check_out(out, args.resume, args.overwrite)  # before anything is written
+    old = check_out(
+        out, args.resume, args.overwrite, RUN_FILES, last=None
+    )  # before anything is written
     seed_everything(args.seed)
     device = get_device(args.device)
     train, test = (
@@ -260,12 +256,6 @@ def _train_cmd(args) -> int:
         print(f"resuming from {ckpt_path} at step {start}")
     elif args.resume:
         print(f"no checkpoint at {ckpt_path}; starting from scratch")
-    for f in old:
-        f.unlink()
-    if old:
-        print(
-            f"--overwrite: deleted the earlier run's {', '.join(f.name for f in old)} in {out}"
-        )
     out.mkdir(parents=True, exist_ok=True)
     print(
         f"DRAW ({'attention' if args.attention else 'no attention'}) {cfg} on {train.source}; {steps} steps on {device}"
@@ -275,7 +265,7 @@ def _train_cmd(args) -> int:
     def save(step, opt, hist):
         if step % args.checkpoint_every and step != steps:
             return
-        save_checkpoint(
+        write_checkpoint(
             {
                 "format": DRAW_FORMAT,
                 "model": model.state_dict(),
@@ -292,6 +282,10 @@ def _train_cmd(args) -> int:
             },
             ckpt_path,
         )
+        replace_old(
+            old, {ckpt_path.name}
+        )  # --overwrite: now that a new checkpoint exists
+        old.clear()
 
     hist = fit(
         model,

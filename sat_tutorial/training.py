@@ -45,6 +45,7 @@ from sat_tutorial.encoders import (
     encoder_image_size,
     scene_transform,
 )
+from .learner import check_finite
 from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
@@ -657,9 +658,10 @@ def load_checkpoint_model(path, device="cpu", live: bool = False):
     ck = load_checkpoint(path, map_location=device)
     if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
         raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
+    check_finite(ck, path)
     if live and "train_model" not in ck:
         raise ValueError(
-            f"{path} holds one set of weights (its run had no ema average), so there are no separate live weights to load"
+            f"{path} has no live weights apart from its average: its run had no ema"
         )
     try:
         cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])

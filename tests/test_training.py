@@ -50,8 +50,9 @@ def tiny(**kw):
     ids=["plain", "length_pool", "ema", "rmsprop"],
 )
 def test_exact_resume(tmp_path, pool, ema, optimizer):
-    """N steps, stop, resume, N more = 2N straight; also with batches drawn by caption length (the resume is mid-epoch), with
-    averaged weights, and with RMSProp (its running means and momentum buffer resume too)."""
+    """N steps, stop, resume, N more = 2N straight; also with batches drawn by caption
+    length (the resume is mid-epoch), with averaged weights, and with RMSProp (its
+    running means and momentum buffer resume too)."""
     cfg = tiny(length_pool=pool, ema=ema, optimizer=optimizer)
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
@@ -89,7 +90,8 @@ def test_exact_resume(tmp_path, pool, ema, optimizer):
 
 
 def test_averaged_weights_are_what_checkpoints_give(tmp_path):
-    "With ema, a checkpoint's model is the average of the live weights (kept under train_model), and load_checkpoint_model decodes with it."
+    """With ema, a checkpoint's model is the average of the live weights (kept under
+    train_model), and load_checkpoint_model decodes with it."""
     from sat_tutorial.optimization import ema_decay
 
     cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
@@ -137,7 +139,8 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
 
 
 def test_keep_validated_keeps_each_validated_checkpoint(tmp_path):
-    "keep_validated: val_step<N>.pt at every validation, holding the weights validated there (the average with ema); off: none."
+    """keep_validated: val_step<N>.pt at every validation, holding the weights validated
+    there (the average with ema); off: none."""
     cfg = tiny(
         steps=6, n_val=8, val_every=2, ckpt_every=2, ema=0.9, keep_validated=True
     )
@@ -208,7 +211,8 @@ def test_length_pool_is_refused_for_self_critical_training(tmp_path):
 
 
 def test_self_critical_training_moves_hard_attention_weights(tmp_path):
-    "SCST on a hard-attention model also trains where it looks: the attention weights change (they got no gradient without log α_t(s_t))."
+    """SCST on a hard-attention model also trains where it looks: the attention weights
+    change (they got no gradient without log α_t(s_t))."""
     fit(tiny(model="hard", steps=3), tmp_path / "ce", **QUIET)
     fit(
         tiny(
@@ -257,7 +261,8 @@ def test_checkpoint_roundtrip_gives_same_model(tmp_path):
 
 
 def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatch):
-    "model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes training, and at its default 0 nothing."
+    """model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes
+    training, and at its default 0 nothing."""
     runs = {p: tmp_path / f"p{p}" for p in (0.0, 0.3)}
     for p, out in runs.items():
         fit(
@@ -293,7 +298,8 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
 
 
 def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
-    "model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it changes training; the logged NLL stays log p(y|a)."
+    """model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it
+    changes training; the logged NLL stays log p(y|a)."""
     runs = {e: tmp_path / f"ls{e}" for e in (0.0, 0.2)}
     for e, out in runs.items():
         fit(tiny(model_kwargs={"alpha_c": 0.0, "label_smoothing": e}), out, **QUIET)
@@ -332,13 +338,14 @@ def test_config_and_schedule():
 def test_time_budget_decays_the_learning_rate_and_survives_resume(
     tmp_path, monkeypatch
 ):
-    "A run ended by its time budget ends at a tenth of the learning rate; a resumed run continues the same budget."
+    """A run ended by its time budget ends at a tenth of the learning rate; a resumed
+    run continues the same budget."""
     import types
-    import sat_tutorial.fit as fit_module
+    import sat_tutorial.learner as learner_module
 
     calls = iter(range(10_000))
     monkeypatch.setattr(
-        fit_module,
+        learner_module,
         "time",
         types.SimpleNamespace(perf_counter=lambda: 6.0 * next(calls)),
     )  # 6 s a reading
@@ -375,7 +382,8 @@ from sat_tutorial.training import open_features
 
 
 def features_cfg(tmp_path, **kw):
-    "A tiny soft-attention run on a fake Flickr8k from a fake resnet50 feature file (2×2 grid, D=16)."
+    """A tiny soft-attention run on a fake Flickr8k from a fake resnet50 feature file
+    (2×2 grid, D=16)."""
     fake_dataset(tmp_path, 40)
     f = tmp_path / "feats.h5"
     if not f.exists():
@@ -715,7 +723,9 @@ def _train_args(tmp_path, f):
     ids=["shuffled", "length_pool", "ema"],
 )
 def test_two_gloo_processes_match_one_process(tmp_path, extra):
-    "torchrun with 2 CPU processes: the same per-step losses and final weights as one process with the same global batch (also with batches by length, whose word weight GlobalBatchLoss must apply)."
+    """torchrun with 2 CPU processes: the same per-step losses and final weights as one
+    process with the same global batch (also with batches by length, whose word weight
+    GlobalBatchLoss must apply)."""
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     assert (
@@ -788,7 +798,8 @@ def test_two_gloo_processes_match_one_process(tmp_path, extra):
 
 
 def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
-    "A time budget under torchrun: the processes' clocks differ, yet all stop after the same step (else the collectives hang)."
+    """A time budget under torchrun: the processes' clocks differ, yet all stop after
+    the same step (else the collectives hang)."""
     fake_dataset(tmp_path, 40)
     f = fake_features(tmp_path / "feats.h5", [f"{i:03d}.jpg" for i in range(40)])
     args = _train_args(tmp_path, f)
@@ -829,7 +840,8 @@ def test_two_gloo_processes_stop_together_on_a_time_budget(tmp_path):
 
 
 def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
-    "`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns that float32 is faster; with fast bf16 it is silent."
+    """`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns
+    that float32 is faster; with fast bf16 it is silent."""
     import warnings
     import sat_tutorial.optimization as tr
 
@@ -849,7 +861,8 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
 
 
 def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
-    "LOCAL_RANK 1 on a machine with one GPU: a message that says what to change, before any process group is joined."
+    """LOCAL_RANK 1 on a machine with one GPU: a message that says what to change,
+    before any process group is joined."""
     import sat_tutorial.optimization as tr
 
     monkeypatch.setenv("WORLD_SIZE", "2")
@@ -864,7 +877,8 @@ def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
 
 
 def test_amp_dtype_choices(monkeypatch):
-    "`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."
+    """`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler
+    where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."""
     import warnings
     import sat_tutorial.optimization as tr
 
@@ -902,7 +916,8 @@ def test_amp_dtype_choices(monkeypatch):
 
 @pytest.mark.parametrize("dropout", [True, False])
 def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
-    "scst_dropout=False samples with the eval-mode network (hard attention still samples and records its reads); the model comes back in training mode."
+    """scst_dropout=False samples with the eval-mode network (hard attention still
+    samples and records its reads); the model comes back in training mode."""
     from sat_tutorial import optimization
     from sat_tutorial.data import Vocab
     from sat_tutorial.hard_attention_beyond import ExtendedHardAttentionCaptioner
@@ -935,3 +950,120 @@ def test_self_critical_samples_with_or_without_dropout(dropout, monkeypatch):
     assert seen == [(dropout, 0.7, True)] and model.training and loss.requires_grad
     with pytest.raises(ValueError, match="temperature must be positive"):
         optimization.SelfCritical(sc.cider, sc.vocab, temperature=0.0)
+
+
+# --- the Learner's guarantees (issue 50) ------------------------------------------------
+
+
+def test_early_stopping_resumes_where_the_straight_run_stops(tmp_path):
+    """The count of validations without improvement is saved: stopped at 6 and resumed,
+    a run stops where it would have."""
+    cfg = tiny(steps=30, val_every=2, patience=3, n_val=8)
+    straight = fit(cfg, tmp_path / "a", **QUIET)
+    assert straight["steps"] < 30  # patience ran out: the case under test
+    fit(cfg, tmp_path / "b", stop_at=6, **QUIET)
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 6
+    resumed = fit(cfg, tmp_path / "b", resume=True, **QUIET)
+    assert resumed["steps"] == straight["steps"]
+    assert resumed["best"] == straight["best"]
+
+
+def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
+    from sat_tutorial import fit as fit_module
+    from sat_tutorial.learner import StopRun
+
+    real, calls = fit_module.caption_loss, []
+
+    def poisoned(run, batch):
+        calls.append(1)
+        loss, stats = real(run, batch)
+        return (loss * float("nan") if len(calls) == 4 else loss), stats
+
+    monkeypatch.setattr(fit_module, "caption_loss", poisoned)
+    with pytest.raises(StopRun, match=r"step 4: the loss is nan.*last\.pt, is kept"):
+        fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
+    kept = load_checkpoint(tmp_path / "a" / "last.pt")
+    assert kept["step"] == 2 and all(v.isfinite().all() for v in kept["model"].values())
+
+
+def test_ctrl_c_saves_the_step_and_the_resume_is_exact(tmp_path, monkeypatch):
+    import signal
+    from sat_tutorial import fit as fit_module
+    from sat_tutorial.learner import Interrupted
+
+    fit(tiny(), tmp_path / "a", **QUIET)
+    real = fit_module.caption_loss
+    calls = []
+
+    def press(run, batch):  # Ctrl-C during the third step, before its first checkpoint
+        calls.append(1)
+        if len(calls) == 3:
+            signal.raise_signal(signal.SIGINT)
+        return real(run, batch)
+
+    monkeypatch.setattr(fit_module, "caption_loss", press)
+    with pytest.raises(Interrupted, match="step 3 saved in .*last.pt"):
+        fit(tiny(), tmp_path / "b", **QUIET)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    monkeypatch.setattr(fit_module, "caption_loss", real)
+    assert load_checkpoint(tmp_path / "b" / "last.pt")["step"] == 3
+    fit(tiny(), tmp_path / "b", resume=True, **QUIET)
+    a, b = (load_checkpoint(tmp_path / d / "last.pt") for d in "ab")
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+    assert a["history"] == b["history"]
+
+
+def test_a_failed_write_is_one_line_and_the_previous_checkpoint_stays(
+    tmp_path, monkeypatch
+):
+    import errno
+    from sat_tutorial import core
+    from sat_tutorial.learner import StopRun
+
+    real, calls = core.torch.save, []
+
+    def full_disk(obj, f, *a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(obj, f, *a, **k)
+
+    monkeypatch.setattr(core.torch, "save", full_disk)
+    with pytest.raises(StopRun, match=r"could not write .*last\.pt: No space left"):
+        fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
+    assert load_checkpoint(tmp_path / "a" / "last.pt")["step"] == 2  # still loadable
+    assert not [p for p in (tmp_path / "a").iterdir() if p.name.startswith(".")]
+
+
+def test_checkpoints_with_non_finite_weights_are_refused(tmp_path):
+    from sat_tutorial.core import InputError
+
+    fit(tiny(steps=2), tmp_path / "a", **QUIET)
+    ck = load_checkpoint(tmp_path / "a" / "best.pt")
+    ck["model"]["embed.weight"][0, 0] = float("nan")
+    save_checkpoint(ck, tmp_path / "nan.pt")
+    with pytest.raises(InputError, match="nan.pt: model weight embed.weight holds NaN"):
+        load_checkpoint_model(tmp_path / "nan.pt")
+    with pytest.raises(InputError, match="holds NaN"):
+        fit(tiny(steps=2, init_from=str(tmp_path / "nan.pt")), tmp_path / "b", **QUIET)
+
+
+@pytest.mark.parametrize("command", [["train"], ["draw", "train"]])
+@pytest.mark.parametrize("where", ["file", "under_file", "read_only"])
+def test_every_training_command_checks_out_before_any_work(
+    tmp_path, capsys, monkeypatch, command, where
+):
+    "--out a file, under a file or read-only: one line naming it, before data is read."
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    out = {"file": f, "under_file": f / "run", "read_only": tmp_path / "ro" / "run"}
+    if where == "read_only":
+        (tmp_path / "ro").mkdir()
+        real = os.access  # root writes anywhere: the check asks os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
+        )
+    code = main([*command, "--out", str(out[where])])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "--out" in err, err
+    assert ("is read-only" if where == "read_only" else "is a file") in err
