@@ -376,8 +376,7 @@ def train_ocr(
     out, device = Path(out) if out is not None else None, get_device(device)
     if out is not None and (out / "ocr.pt").exists() and not overwrite:
         raise ValueError(
-            f"{out / 'ocr.pt'} exists; pass --overwrite (overwrite=True) or "
-            "choose another --out"
+            f"{out / 'ocr.pt'} exists; pass --overwrite (overwrite=True) or choose another --out"
         )
     seed_everything(cfg.seed)
     t_render = time.perf_counter()
