@@ -14,10 +14,9 @@ import torch
 
 # %% auto #0
 __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'dropout_float',
-           'THREADS_HELP', 'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
-           'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state',
-           'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
-           'load_checkpoint']
+           'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads',
+           'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state', 'check_shape',
+           'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -194,7 +193,7 @@ def set_threads(n: int | None = None) -> int:
     return n
 
 
-THREADS_HELP = (
+_THREADS_HELP = (
     "torch CPU threads (1-1024; default: the CPUs this process may use minus those "
     "busy when it starts, or $OMP_NUM_THREADS)"
 )
@@ -204,7 +203,7 @@ def add_threads_flag(parser: argparse.ArgumentParser) -> None:
     """Give a training command the `--threads` flag; `set_threads(args.threads)` applies
     it."""
     parser.add_argument(
-        "--threads", type=Range(int, 1, 1024), default=None, help=THREADS_HELP
+        "--threads", type=Range(int, 1, 1024), default=None, help=_THREADS_HELP
     )
 
 # %% ../nbs/00_core.ipynb #4ad0ef1f

@@ -183,9 +183,9 @@ class Clock(Callback):
         self.spent, self.share, self.t0 = 0.0, 0.0, None
 
     def minutes(self) -> float:
-        return (
-            self.spent + (time.perf_counter() - self.t0) / 60 if self.t0 else self.spent
-        )
+        if self.t0 is None:  # before the run starts (a reading of 0.0 is a time)
+            return self.spent
+        return self.spent + (time.perf_counter() - self.t0) / 60
 
     def tick(self) -> float:
         if not self.budget:

@@ -257,5 +257,5 @@ def probe(ns):
 # %% forbid
 # sat_tutorial.soft_attention:SoftAttention.forward
 # sat_tutorial.soft_attention:SoftAttentionCaptioner.context
-# sat_tutorial.soft_attention:SoftAttentionCaptioner.init_state
+# sat_tutorial.soft_attention:SoftAttentionDecoder.init_state
 # sat_tutorial.soft_attention:doubly_stochastic_penalty
