@@ -308,7 +308,10 @@ def _stamped(code, output, current):
         },
     )
     h = nbt.code_hash(nb)
-    nb.metadata[nbt.KEY] = {"code_hash": h if current else "0" * 16}
+    nb.metadata[nbt.KEY] = {
+        "code_hash": h if current else "0" * 16,
+        "outputs": nbt.n_outputs(nb),  # the stamp counts the stored outputs too
+    }
     return nb
 
 
