@@ -16,7 +16,7 @@ from sat_tutorial.soft_attention import (
     target_mask,
     word_nll,
 )
-from .soft_attention_beyond import WarmupSteps
+from .soft_attention_beyond import FastSoftSteps, WarmupSteps
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
     attention_entropy,
@@ -390,7 +390,9 @@ class PolicyReads:
         return super().step(words, state)
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
-class ExtendedHardAttentionCaptioner(PolicyReads, WarmupSteps, HardAttentionCaptioner):
+class ExtendedHardAttentionCaptioner(
+    PolicyReads, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
+):
     """The paper's hard attention (notebook 07) with this project's additions: a
     read policy and an objective; every option off, it is the paper's model."""
 
