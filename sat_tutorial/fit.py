@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc, json, math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
@@ -52,7 +51,7 @@ from sat_tutorial.optimization import (
     self_critical,
     weight_average,
 )
-from .soft_attention import encode
+from .captioner import Captioner, encode
 from sat_tutorial.training import (
     EpochBatches,
     TrainConfig,
@@ -67,8 +66,8 @@ from sat_tutorial.training import (
 )
 
 # %% auto #0
-__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'prepare', 'captioner_hooks', 'distribute', 'caption_loss',
-           'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
+__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'prepare', 'distribute', 'caption_loss', 'epoch_loader',
+           'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
            'captioner_learner', 'finish', 'fit']
 
 # %% ../nbs/12e_fit_captioners.ipynb #adae00f9
@@ -141,7 +140,7 @@ class Run:
     vocab: Vocab
     ds: CaptionDataset  # the training items
     encoder: nn.Module
-    model: nn.Module
+    model: Captioner  # its hooks are all the loop calls beyond its loss (05c)
     avg: AveragedModel | None  # the averaged weights (cfg.ema), or None
     objective: object  # loss_fn(model, feats, batch) → loss, stats; None: model.loss
     lengths: list | None  # the items' caption lengths (length_pool), else None
@@ -245,17 +244,6 @@ def prepare(
     )
     return run
 
-# %% ../nbs/12e_fit_captioners.ipynb #f3641efc
-def captioner_hooks(model: nn.Module, name: str) -> SimpleNamespace:
-    """Everything the loop asks of a captioner beyond its loss, in one place: how to
-    tell it the share of the run behind us (a schedule of its own, notebook 07), and
-    whether a step may leave parameters without a gradient (DDP must then look for
-    them)."""
-    return SimpleNamespace(
-        set_progress=lambda share: setattr(model, "run_progress", share),
-        unused_parameters=name == "hard",
-    )
-
 # %% ../nbs/12e_fit_captioners.ipynb #39f358f3
 def distribute(run: Run) -> None:
     """The objective: under torchrun, DDP around the loss (and a trainable encoder)
@@ -268,9 +256,10 @@ def distribute(run: Run) -> None:
         ids = [run.device.index] if run.device.type == "cuda" else None
         if any(p.requires_grad for p in run.encoder.parameters()):
             run.run_encoder = DDP(run.encoder, device_ids=ids)
-        unused = captioner_hooks(run.model, run.cfg.model).unused_parameters
         ddp_loss = DDP(
-            _LossOf(run.model), device_ids=ids, find_unused_parameters=unused
+            _LossOf(run.model),
+            device_ids=ids,
+            find_unused_parameters=run.model.unused_parameters(),
         )
         run.objective = GlobalBatchLoss(ddp_loss, run.world, run.mean_words)
         run.log(
@@ -391,12 +380,14 @@ class Progress(Callback):
 
     order = 3
 
-    def __init__(self, set_progress, clock: Clock):
-        self.set_progress, self.clock = set_progress, clock
+    def __init__(self, model: Captioner, clock: Clock):
+        self.model, self.clock = model, clock
 
     def before_batch(self, learn) -> None:
         if learn.batch is not None:
-            self.set_progress(run_share(learn.step, learn.total, self.clock.share))
+            self.model.set_progress(
+                run_share(learn.step, learn.total, self.clock.share)
+            )
 
 # %% ../nbs/12e_fit_captioners.ipynb #539dd697
 FORMAT = "sat_tutorial.captioner/1"
@@ -541,7 +532,7 @@ def captioner_learner(
     history = History()
     cbs = [
         Unreadable(),
-        Progress(captioner_hooks(run.model, cfg.model).set_progress, run.clock),
+        Progress(run.model, run.clock),
         run.clock,
         Schedule(run.sched),
         AMP(run.amp_dtype, run.scaler, run.device),

@@ -5,7 +5,7 @@
 # %% ../nbs/12b_optimization.ipynb #fit2b002
 from __future__ import annotations
 
-import contextlib, math, os, warnings
+import math, os, warnings
 
 import torch
 import torch.nn as nn
@@ -295,9 +295,7 @@ class SelfCritical:
     def __call__(self, model, feats, batch):
         refs = [[tokenize(x) for x in rs] for rs in batch["refs"]]
         K = self.k
-        reads = getattr(
-            model, "recording_reads", contextlib.nullcontext
-        )()  # hard attention also samples s_t
+        reads = model.recording_reads()  # hard attention also samples s_t (05c's hook)
         was = model.training
         if not self.dropout:
             model.eval()  # the network of test time; the graph is kept
