@@ -66,8 +66,8 @@ from sat_tutorial.training import (
 )
 
 # %% auto #0
-__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'prepare', 'distribute', 'caption_loss', 'epoch_loader',
-           'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
+__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',
+           'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
            'captioner_learner', 'finish', 'fit']
 
 # %% ../nbs/12e_fit_captioners.ipynb #adae00f9
@@ -153,21 +153,11 @@ class Run:
     sched: object = None  # the learning-rate schedule (LambdaLR of lr_factor)
     run_encoder: nn.Module | None = None  # DDP's wrapper of a trainable encoder
 
-# %% ../nbs/12e_fit_captioners.ipynb #16846f06
-def prepare(
-    cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
-) -> Run:
-    """Everything before the first step, checked: the data (stored features opened),
-    vocabulary, models, objective, optimiser, schedule."""
-    if world > 1 and cfg.scst:
-        raise ValueError(
-            "self-critical training is not supported with several processes"
-        )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if rank == 0:
-        remove_stale_temps(out_dir)  # what a checkpoint write killed mid-way left
-    seed_everything(cfg.seed)
+# %% ../nbs/12e_fit_captioners.ipynb #opendata
+def open_data(cfg: TrainConfig, records: dict | None) -> tuple:
+    """The run's data, checked: its records (loaded unless given), their stored features
+    (`cfg.features`, which settle the feature dimension and the backbone's settings),
+    and the data problems counted. Returns (cfg, records, stores, report)."""
     report, stores = {}, {}
     records = records or load_records(cfg, report)
     if cfg.features:
@@ -182,8 +172,25 @@ def prepare(
         )  # what `caption` runs the backbone at
     check_usable(cfg, records, report)  # something to train (and validate) on
     report.pop("listed", None)  # what the file listed: not a data problem
+    return cfg, records, stores, report
+
+# %% ../nbs/12e_fit_captioners.ipynb #16846f06
+def prepare(
+    cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
+) -> Run:
+    """Everything before the first step, checked before anything is written: the data,
+    vocabulary, models (one the configuration cannot build fails here), objective,
+    optimiser, schedule."""
+    if world > 1 and cfg.scst:
+        raise ValueError(
+            "self-critical training is not supported with several processes"
+        )
+    out_dir = Path(out_dir)
+    seed_everything(cfg.seed)
+    cfg, records, stores, report = open_data(cfg, records)
     vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
+    model.check_max_len(cfg.max_len)  # e.g. a Transformer's positions (notebook 15)
     encoder.to(device)
     model.to(device)
     params = [
@@ -216,6 +223,9 @@ def prepare(
         mean_words = sum(lengths) / len(lengths) - 1
     opt = make_optimizer(cfg, params, ds)
     total = cfg.steps or cfg.epochs * math.ceil(len(ds) / cfg.batch_size)
+    out_dir.mkdir(parents=True, exist_ok=True)  # all checked: the first write
+    if rank == 0:
+        remove_stale_temps(out_dir)  # what a checkpoint write killed mid-way left
     run = Run(
         cfg,
         out_dir,
