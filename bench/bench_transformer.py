@@ -1,7 +1,7 @@
 """The Transformer captioner's decoding with its self-attention cache against
-recomputing the prefix at every step (`transformer.PrefixRecompute`), greedy and beam 3,
-at the paper's base width with random weights and features. Both decoders must return
-the same captions; the table gives milliseconds per image and the speed-up.
+recomputing the prefix at every step (`transformer_beyond.PrefixRecompute`), greedy and
+beam 3, at the paper's base width with random weights and features. Both decoders must
+return the same captions; the table gives milliseconds per image and the speed-up.
 
     .venv/bin/python bench/bench_transformer.py --threads 2
     .venv/bin/python bench/bench_transformer.py --layers 6 --d-model 512 --max-len 20
@@ -18,7 +18,8 @@ import torch
 
 from sat_tutorial.core import seed_everything
 from sat_tutorial.decoding import beam_search, greedy
-from sat_tutorial.transformer import PrefixRecompute, TransformerCaptioner
+from sat_tutorial.transformer import TransformerCaptioner
+from sat_tutorial.transformer_beyond import PrefixRecompute
 
 from benchutil import loadavg, sig, table, write_json
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc, json, math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
 import torch.nn as nn
@@ -52,7 +51,7 @@ from sat_tutorial.optimization import (
     self_critical,
     weight_average,
 )
-from .soft_attention import encode
+from .captioner import Captioner, encode
 from sat_tutorial.training import (
     EpochBatches,
     TrainConfig,
@@ -67,7 +66,7 @@ from sat_tutorial.training import (
 )
 
 # %% auto #0
-__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'prepare', 'captioner_hooks', 'distribute', 'caption_loss',
+__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',
            'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
            'captioner_learner', 'finish', 'fit']
 
@@ -141,7 +140,7 @@ class Run:
     vocab: Vocab
     ds: CaptionDataset  # the training items
     encoder: nn.Module
-    model: nn.Module
+    model: Captioner  # its hooks are all the loop calls beyond its loss (05c)
     avg: AveragedModel | None  # the averaged weights (cfg.ema), or None
     objective: object  # loss_fn(model, feats, batch) → loss, stats; None: model.loss
     lengths: list | None  # the items' caption lengths (length_pool), else None
@@ -154,21 +153,11 @@ class Run:
     sched: object = None  # the learning-rate schedule (LambdaLR of lr_factor)
     run_encoder: nn.Module | None = None  # DDP's wrapper of a trainable encoder
 
-# %% ../nbs/12e_fit_captioners.ipynb #16846f06
-def prepare(
-    cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
-) -> Run:
-    """Everything before the first step, checked: the data (stored features opened),
-    vocabulary, models, objective, optimiser, schedule."""
-    if world > 1 and cfg.scst:
-        raise ValueError(
-            "self-critical training is not supported with several processes"
-        )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if rank == 0:
-        remove_stale_temps(out_dir)  # what a checkpoint write killed mid-way left
-    seed_everything(cfg.seed)
+# %% ../nbs/12e_fit_captioners.ipynb #opendata
+def open_data(cfg: TrainConfig, records: dict | None) -> tuple:
+    """The run's data, checked: its records (loaded unless given), their stored features
+    (`cfg.features`, which settle the feature dimension and the backbone's settings),
+    and the data problems counted. Returns (cfg, records, stores, report)."""
     report, stores = {}, {}
     records = records or load_records(cfg, report)
     if cfg.features:
@@ -183,8 +172,25 @@ def prepare(
         )  # what `caption` runs the backbone at
     check_usable(cfg, records, report)  # something to train (and validate) on
     report.pop("listed", None)  # what the file listed: not a data problem
+    return cfg, records, stores, report
+
+# %% ../nbs/12e_fit_captioners.ipynb #16846f06
+def prepare(
+    cfg: TrainConfig, out_dir, records, resume: bool, rank: int, world: int, device, log
+) -> Run:
+    """Everything before the first step, checked before anything is written: the data,
+    vocabulary, models (one the configuration cannot build fails here), objective,
+    optimiser, schedule."""
+    if world > 1 and cfg.scst:
+        raise ValueError(
+            "self-critical training is not supported with several processes"
+        )
+    out_dir = Path(out_dir)
+    seed_everything(cfg.seed)
+    cfg, records, stores, report = open_data(cfg, records)
     vocab = build_vocab(cfg, records)
     encoder, model = build_models(cfg, len(vocab))
+    model.check_max_len(cfg.max_len)  # e.g. a Transformer's positions (notebook 15)
     encoder.to(device)
     model.to(device)
     params = [
@@ -217,6 +223,9 @@ def prepare(
         mean_words = sum(lengths) / len(lengths) - 1
     opt = make_optimizer(cfg, params, ds)
     total = cfg.steps or cfg.epochs * math.ceil(len(ds) / cfg.batch_size)
+    out_dir.mkdir(parents=True, exist_ok=True)  # all checked: the first write
+    if rank == 0:
+        remove_stale_temps(out_dir)  # what a checkpoint write killed mid-way left
     run = Run(
         cfg,
         out_dir,
@@ -245,17 +254,6 @@ def prepare(
     )
     return run
 
-# %% ../nbs/12e_fit_captioners.ipynb #f3641efc
-def captioner_hooks(model: nn.Module, name: str) -> SimpleNamespace:
-    """Everything the loop asks of a captioner beyond its loss, in one place: how to
-    tell it the share of the run behind us (a schedule of its own, notebook 07), and
-    whether a step may leave parameters without a gradient (DDP must then look for
-    them)."""
-    return SimpleNamespace(
-        set_progress=lambda share: setattr(model, "run_progress", share),
-        unused_parameters=name == "hard",
-    )
-
 # %% ../nbs/12e_fit_captioners.ipynb #39f358f3
 def distribute(run: Run) -> None:
     """The objective: under torchrun, DDP around the loss (and a trainable encoder)
@@ -268,9 +266,10 @@ def distribute(run: Run) -> None:
         ids = [run.device.index] if run.device.type == "cuda" else None
         if any(p.requires_grad for p in run.encoder.parameters()):
             run.run_encoder = DDP(run.encoder, device_ids=ids)
-        unused = captioner_hooks(run.model, run.cfg.model).unused_parameters
         ddp_loss = DDP(
-            _LossOf(run.model), device_ids=ids, find_unused_parameters=unused
+            _LossOf(run.model),
+            device_ids=ids,
+            find_unused_parameters=run.model.unused_parameters(),
         )
         run.objective = GlobalBatchLoss(ddp_loss, run.world, run.mean_words)
         run.log(
@@ -391,12 +390,14 @@ class Progress(Callback):
 
     order = 3
 
-    def __init__(self, set_progress, clock: Clock):
-        self.set_progress, self.clock = set_progress, clock
+    def __init__(self, model: Captioner, clock: Clock):
+        self.model, self.clock = model, clock
 
     def before_batch(self, learn) -> None:
         if learn.batch is not None:
-            self.set_progress(run_share(learn.step, learn.total, self.clock.share))
+            self.model.set_progress(
+                run_share(learn.step, learn.total, self.clock.share)
+            )
 
 # %% ../nbs/12e_fit_captioners.ipynb #539dd697
 FORMAT = "sat_tutorial.captioner/1"
@@ -541,7 +542,7 @@ def captioner_learner(
     history = History()
     cbs = [
         Unreadable(),
-        Progress(captioner_hooks(run.model, cfg.model).set_progress, run.clock),
+        Progress(run.model, run.clock),
         run.clock,
         Schedule(run.sched),
         AMP(run.amp_dtype, run.scaler, run.device),

@@ -5,7 +5,7 @@
 # %% ../nbs/12b_optimization.ipynb #fit2b002
 from __future__ import annotations
 
-import contextlib, math, os, warnings
+import math, os, warnings
 
 import torch
 import torch.nn as nn
@@ -23,12 +23,14 @@ __all__ = ['AMP_DTYPES', 'OPTIMIZERS', 'run_share', 'lr_factor', 'cpu_has_fast_b
 
 # %% ../nbs/12b_optimization.ipynb #d74d2f93
 def run_share(step: int, total: int, clock: float = 0.0) -> float:
-    "Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a time budget used) if that is ahead."
+    """Share of the run behind us, in [0, 1]: `step / total`, or `clock` (share of a
+    time budget used) if that is ahead."""
     return min(1.0, max(step / max(total, 1), clock))
 
 
 def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
-    "Linear warm-up, then cosine decay from 1 to 0.1 over the run: by steps, or by `clock` (share of a time budget used) if ahead."
+    """Linear warm-up, then cosine decay from 1 to 0.1 over the run: by steps, or by
+    `clock` (share of a time budget used) if ahead."""
     w = min(1.0, (step + 1) / warmup) if warmup else 1.0
     return w * (
         0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * run_share(step, total, clock)))
@@ -36,7 +38,8 @@ def lr_factor(step: int, warmup: int, total: int, clock: float = 0.0) -> float:
 
 # %% ../nbs/12b_optimization.ipynb #598b88db
 def cpu_has_fast_bf16() -> bool:
-    "Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own test; on AVX2 alone bf16 is slower than float32)."
+    """Whether this CPU runs bfloat16 matmuls in hardware or with AVX-512 (oneDNN's own
+    test; on AVX2 alone bf16 is slower than float32)."""
     try:
         return bool(
             torch.ops.mkldnn._is_mkldnn_bf16_supported()
@@ -49,7 +52,8 @@ AMP_DTYPES = ("auto", "bf16", "fp16")
 
 
 def _amp(cfg, device):
-    "The autocast dtype of `cfg.amp`/`cfg.amp_dtype` on `device`, and the gradient scaler float16 needs (else None)."
+    """The autocast dtype of `cfg.amp`/`cfg.amp_dtype` on `device`, and the gradient
+    scaler float16 needs (else None)."""
     if cfg.amp_dtype not in AMP_DTYPES:
         raise ValueError(
             f"amp_dtype must be one of {AMP_DTYPES}, not {cfg.amp_dtype!r}"
@@ -59,22 +63,27 @@ def _amp(cfg, device):
     gpu_bf16 = device.type != "cuda" or torch.cuda.is_bf16_supported()
     if cfg.amp_dtype == "bf16" and not gpu_bf16:
         raise ValueError(
-            f"amp_dtype bf16: {torch.cuda.get_device_name(device)} has no bfloat16; use fp16 (with loss scaling) or auto"
+            f"amp_dtype bf16: {torch.cuda.get_device_name(device)} has no "
+            "bfloat16; use fp16 (with loss scaling) or auto"
         )
     if cfg.amp_dtype == "fp16" or (
         cfg.amp_dtype == "auto" and not gpu_bf16
     ):  # float16's range needs the loss scaled
         if device.type == "cpu":
             warnings.warn(
-                "amp_dtype fp16 on a CPU: float16 matmuls run emulated on most CPUs (a Flickr8k training step 23x slower "
-                "than float32 on a 2-core AMD EPYC with AVX-512, bench/RESULTS.md); it checks the loss-scaled GPU path, "
+                "amp_dtype fp16 on a CPU: float16 matmuls run emulated on "
+                "most CPUs (a Flickr8k training step 23x slower "
+                "than float32 on a 2-core AMD EPYC with AVX-512, bench/"
+                "RESULTS.md); it checks the loss-scaled GPU path, "
                 "use bf16 or float32 for speed"
             )
         return torch.float16, torch.amp.GradScaler(device.type)
     if device.type == "cpu" and not cpu_has_fast_bf16():
         warnings.warn(
-            f"--amp on a CPU without fast bfloat16 ({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
-            "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD EPYC (bench/RESULTS.md); float32 is faster"
+            "--amp on a CPU without fast bfloat16 "
+            f"({torch.backends.cpu.get_cpu_capability()}): bf16 autocast runs "
+            "emulated here, 6.6x slower than float32 on a 2-core AVX2 AMD "
+            "EPYC (bench/RESULTS.md); float32 is faster"
         )
     return torch.bfloat16, None
 
@@ -83,8 +92,9 @@ OPTIMIZERS = ("adam", "rmsprop")
 
 
 def make_optimizer(cfg: TrainConfig, params, ds=None) -> torch.optim.Optimizer:
-    """Adam at `cfg.lr`, or with `cfg.optimizer='rmsprop'` Graves' centred RMSProp with momentum (ρ 0.95, μ 0.9) and step `cfg.lr`,
-    its ε' = 10⁻² / m̄ (m̄: target words per caption of the training set `ds`) for our loss per word, not per caption."""
+    """Adam at `cfg.lr`, or with `cfg.optimizer='rmsprop'` Graves' centred RMSProp with
+    momentum (ρ 0.95, μ 0.9) and step `cfg.lr`, its ε' = 10⁻² / m̄ (m̄: target words per
+    caption of the training set `ds`) for our loss per word, not per caption."""
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr)
     if cfg.optimizer != "rmsprop":
@@ -101,15 +111,18 @@ def make_optimizer(cfg: TrainConfig, params, ds=None) -> torch.optim.Optimizer:
 
 # %% ../nbs/12b_optimization.ipynb #7fd97761
 def ema_decay(n: int, decay: float) -> float:
-    "d_n of the n-th update (n ≥ 1): min(d, (1 + n)/(10 + n)), so the first iterates are forgotten fast."
+    """d_n of the n-th update (n ≥ 1): min(d, (1 + n)/(10 + n)), so the first iterates
+    are forgotten fast."""
     return min(decay, (1 + n) / (10 + n))
 
 
 def weight_average(encoder: nn.Module, model: nn.Module, decay: float) -> AveragedModel:
-    "An exponential moving average of the encoder's and captioner's weights and float buffers; `.module['model']` decodes."
+    """An exponential moving average of the encoder's and captioner's weights and float
+    buffers; `.module['model']` decodes."""
     if not 0 < decay < 1:
         raise ValueError(
-            f"ema must be a decay between 0 and 1 (e.g. 0.99), or 0 for off; not {decay}"
+            "ema must be a decay between 0 and 1 (e.g. 0.99), or 0 for off; "
+            f"not {decay}"
         )
 
     @torch.no_grad()
@@ -134,7 +147,8 @@ def weight_average(encoder: nn.Module, model: nn.Module, decay: float) -> Averag
 
 # %% ../nbs/12b_optimization.ipynb #b29bbf76
 def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
-    "Join the process group `torchrun` describes (WORLD_SIZE > 1): (rank, world size, this process's device, whether we started it)."
+    """Join the process group `torchrun` describes (WORLD_SIZE > 1): (rank, world size,
+    this process's device, whether we started it)."""
     import torch.distributed as dist
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -148,8 +162,10 @@ def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
         )
         if local >= n_gpus:  # else CUDA's "invalid device ordinal" from set_device
             raise RuntimeError(
-                f"torchrun process with LOCAL_RANK {local} has no GPU of its own: this machine has {n_gpus}. "
-                f"Start at most {n_gpus} per machine (--nproc_per_node), or train on CPUs with --device cpu"
+                f"torchrun process with LOCAL_RANK {local} has no GPU of its "
+                f"own: this machine has {n_gpus}. "
+                f"Start at most {n_gpus} per machine (--nproc_per_node), or "
+                "train on CPUs with --device cpu"
             )
         dev = torch.device("cuda", local)
         torch.cuda.set_device(dev)
@@ -164,7 +180,8 @@ def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
 
 
 class _LossOf(nn.Module):
-    "`model.loss` as a module's forward, so that DistributedDataParallel sees the call and synchronises the gradients."
+    """`model.loss` as a module's forward, so that DistributedDataParallel sees the call
+    and synchronises the gradients."""
 
     def __init__(self, model):
         super().__init__()
@@ -173,9 +190,11 @@ class _LossOf(nn.Module):
     def forward(self, feats, captions, lengths):
         return self.model.loss(feats, captions, lengths)
 
-
+# %% ../nbs/12b_optimization.ipynb #globalbatch
 class GlobalBatchLoss:
-    "This process's loss, scaled so that DDP's gradient average over processes is the gradient of the whole batch's loss (per word of the batch, or with `mean_words` m̄ as `FixedWordWeight`)."
+    """This process's loss, scaled so that DDP's gradient average over processes is the
+    gradient of the whole batch's loss (per word of the batch, or with `mean_words`
+    m̄ as `FixedWordWeight`)."""
 
     def __init__(
         self, ddp_loss: nn.Module, world: int, mean_words: float | None = None
@@ -219,7 +238,8 @@ class GlobalBatchLoss:
 
 
 def _reduce_stats(stats: dict, world: int) -> dict:
-    "The whole batch's statistics: the loss summed over processes / W, per-word stats weighted by word share, the rest by caption share."
+    """The whole batch's statistics: the loss summed over processes / W, per-word stats
+    weighted by word share, the rest by caption share."""
     import torch.distributed as dist
 
     sw, sc = stats.pop("_share_words"), stats.pop("_share_captions")
@@ -237,9 +257,10 @@ def _reduce_stats(stats: dict, world: int) -> dict:
     dist.all_reduce(v)
     return dict(zip(keys, v.tolist()))
 
-
+# %% ../nbs/12b_optimization.ipynb #fixedword
 class FixedWordWeight:
-    "`model.loss` × N_b / (B·m̄): every word weighs 1/(B·m̄) whatever its batch (`mean_words` m̄: target words per caption over the training set)."
+    """`model.loss` × N_b / (B·m̄): every word weighs 1/(B·m̄) whatever its batch
+    (`mean_words` m̄: target words per caption over the training set)."""
 
     def __init__(self, mean_words: float):
         self.mean_words = mean_words
@@ -256,7 +277,8 @@ class FixedWordWeight:
 
 # %% ../nbs/12b_optimization.ipynb #0240479c
 class SelfCritical:
-    "SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's reward, or the mean of the other samples; for hard attention log p(wˢ, sˢ)."
+    """SCST loss −(r(wˢ) − b)·log p(wˢ) with r = CIDEr-D; b = the greedy caption's
+    reward, or the mean of the other samples; for hard attention log p(wˢ, sˢ)."""
 
     def __init__(
         self,
@@ -268,7 +290,8 @@ class SelfCritical:
         temperature: float = 1.0,
         dropout: bool = True,
     ):
-        "`temperature`: sample from p_T ∝ p^(1/T); `dropout=False`: sample with the test-time network (dropout off)."
+        """`temperature`: sample from p_T ∝ p^(1/T); `dropout=False`: sample with the
+        test-time network (dropout off)."""
         if baseline not in ("greedy", "mean"):
             raise ValueError(f"unknown SCST baseline {baseline!r}: greedy or mean")
         if not temperature > 0:
@@ -295,9 +318,7 @@ class SelfCritical:
     def __call__(self, model, feats, batch):
         refs = [[tokenize(x) for x in rs] for rs in batch["refs"]]
         K = self.k
-        reads = getattr(
-            model, "recording_reads", contextlib.nullcontext
-        )()  # hard attention also samples s_t
+        reads = model.recording_reads()  # hard attention also samples s_t (05c's hook)
         was = model.training
         if not self.dropout:
             model.eval()  # the network of test time; the graph is kept
@@ -329,7 +350,8 @@ class SelfCritical:
 
 # %% ../nbs/12b_optimization.ipynb #248174e5
 def self_critical(cfg: TrainConfig, records: dict, vocab: Vocab) -> "SelfCritical":
-    "The SCST objective of the configuration, its CIDEr-D statistics from every training reference."
+    """The SCST objective of the configuration, its CIDEr-D statistics from every
+    training reference."""
     if cfg.scst_baseline == "mean" and cfg.scst_samples < 2:
         raise ValueError("the 'mean' SCST baseline needs scst_samples >= 2")
     return SelfCritical(

@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .core import check_shape
+from .core import InputError, check_shape
 from sat_tutorial.soft_attention import (
     Captioner,
     caption_nll,
@@ -21,7 +21,8 @@ from sat_tutorial.soft_attention import (
 
 # %% auto #0
 __all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
-           'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'TransformerCaptioner', 'PrefixRecompute']
+           'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'check_options', 'Transformer',
+           'TransformerCaptioner']
 
 # %% ../nbs/15_transformer.ipynb #64e0311d
 def scaled_dot_product(
@@ -180,7 +181,7 @@ class EncoderLayer(nn.Module):
         x = x + self.drop(self.attn(y, *self.attn.kv(y))[0])
         return x + self.drop(self.ff(self.norm2(x)))
 
-
+# %% ../nbs/15_transformer.ipynb #decoderlayer
 class DecoderLayer(nn.Module):
     """Pre-norm decoder layer: masked self-attention over the words so far,
     cross-attention over the image, FFN."""
@@ -236,13 +237,40 @@ class DecoderLayer(nn.Module):
 # cost 4× the step); the others' learning rate 2e-3
 SCENES = dict(alpha_c=0.0, heads=4, encoder_layers=0)
 
-# %% ../nbs/15_transformer.ipynb #05b050d6
-@register("transformer", preset=dict(model_kwargs=SCENES))
-class TransformerCaptioner(Captioner):
-    """A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the
-    annotation vectors, a decoder with masked self-attention and cross-attention."""
+# %% ../nbs/15_transformer.ipynb #optionscheck
+def check_options(
+    embed_dim: int,
+    attention_dim: int,
+    heads: int,
+    layers: int,
+    encoder_layers: int,
+    position: str,
+    max_len: int,
+) -> None:
+    """A one-line `InputError` naming the first option (a `--model-kwargs` key, or a
+    size) a Transformer cannot be built with."""
+    counts = dict(heads=heads, layers=layers, encoder_layers=encoder_layers)
+    least = dict(heads=1, layers=1, encoder_layers=0, max_len=2)  # <start>, a word
+    for key, n in {**counts, "max_len": max_len}.items():
+        if type(n) is not int or n < least[key]:
+            raise InputError(
+                f"transformer: {key} must be an integer ≥ {least[key]}, not {n!r}"
+            )
+    if embed_dim % heads or attention_dim % heads or embed_dim % 2:
+        raise InputError(
+            f"transformer: embed_dim {embed_dim} and attention_dim {attention_dim} "
+            f"must be multiples of heads {heads}, and embed_dim even"
+        )
+    if position not in ("sinusoidal", "learned", "none"):
+        raise InputError(
+            "transformer: position must be sinusoidal, learned or none, "
+            f"not {position!r}"
+        )
 
-    static_state = (2, 3)  # every layer's cross-attention keys and values
+# %% ../nbs/15_transformer.ipynb #transformermodel
+class Transformer(nn.Module):
+    """The paper's encoder–decoder over annotation vectors: the embedding E, the
+    positions, the encoder and decoder stacks, E again as the output matrix."""
 
     def __init__(
         self,
@@ -260,25 +288,19 @@ class TransformerCaptioner(Captioner):
         alpha_c: float = 0.0,
     ):
         """d_model = `embed_dim`, d_ff = 4·`hidden_dim`, `attention_dim` = h·d_k;
-        `position`: the grid's encoding, sinusoidal | learned | none. `alpha_c` λ: SAT's
-        doubly stochastic penalty on the reported attention (not in the paper; 0: off).
-        """
+        `position`: the grid's encoding, sinusoidal | learned | none; `max_len`: word
+        positions. `alpha_c` λ: SAT's doubly stochastic penalty on the reported
+        attention (not in the paper; 0: off)."""
         super().__init__()
-        if position not in ("sinusoidal", "learned", "none"):
-            raise ValueError(
-                f"position must be sinusoidal, learned or none, not {position!r}"
-            )
-        d = self.d_model = embed_dim
-        self.vocab_size, self.feature_dim, self.position, self.alpha_c = (
-            vocab_size,
-            feature_dim,
-            position,
-            alpha_c,
+        check_options(
+            embed_dim, attention_dim, heads, layers, encoder_layers, position, max_len
         )
+        d = self.d_model = embed_dim
+        self.vocab_size, self.feature_dim = vocab_size, feature_dim
+        self.position, self.alpha_c = position, alpha_c
         self.embed = nn.Embedding(vocab_size, d)  # E
-        nn.init.normal_(
-            self.embed.weight, std=d**-0.5
-        )  # E y · √d starts with unit variance
+        # E y · √d starts with unit variance
+        nn.init.normal_(self.embed.weight, std=d**-0.5)
         self.W_a = nn.Linear(feature_dim, d)
         self.grid_pos = LearnedGridEncoding(d) if position == "learned" else None
         self.register_buffer(
@@ -292,11 +314,8 @@ class TransformerCaptioner(Captioner):
             DecoderLayer(d, heads, 4 * hidden_dim, dropout, attention_dim)
             for _ in range(layers)
         )
-        self.enc_norm, self.dec_norm, self.drop = (
-            nn.LayerNorm(d),
-            nn.LayerNorm(d),
-            nn.Dropout(dropout),
-        )
+        self.enc_norm, self.dec_norm = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(d, vocab_size)
         self.out.weight = self.embed.weight  # the output matrix is E
 
@@ -315,6 +334,23 @@ class TransformerCaptioner(Captioner):
             x = layer(x)
         return self.enc_norm(x)
 
+    def _words(self, words: torch.Tensor, start: int) -> torch.Tensor:
+        "E y · √d + PE for `words (N, T)` at positions start … start + T − 1."
+        if start + words.shape[1] > len(self.word_pos):
+            raise ValueError(f"captions longer than max_len {len(self.word_pos)}")
+        return self.drop(
+            self.embed(words) * math.sqrt(self.d_model)
+            + self.word_pos[start : start + words.shape[1]]
+        )
+
+# %% ../nbs/15_transformer.ipynb #05b050d6
+@register("transformer", preset=dict(model_kwargs=SCENES))
+class TransformerCaptioner(Transformer, Captioner):
+    """A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the
+    annotation vectors, a decoder with masked self-attention and cross-attention."""
+
+    static_state = (2, 3)  # every layer's cross-attention keys and values
+
     def init_state(self, feats: torch.Tensor) -> tuple:
         """(self-attention keys, values `(B, layers, h, 0, ·)`, cross-attention keys,
         values `(B, layers, h, L, ·)`), the latter once per image."""
@@ -324,15 +360,6 @@ class TransformerCaptioner(Captioner):
             for t in zip(*(layer.cross.kv(m) for layer in self.decoder))
         )
         return K[:, :, :, :0], V[:, :, :, :0], K, V
-
-    def _words(self, words: torch.Tensor, start: int) -> torch.Tensor:
-        "E y · √d + PE for `words (N, T)` at positions start … start + T − 1."
-        if start + words.shape[1] > len(self.word_pos):
-            raise ValueError(f"captions longer than max_len {len(self.word_pos)}")
-        return self.drop(
-            self.embed(words) * math.sqrt(self.d_model)
-            + self.word_pos[start : start + words.shape[1]]
-        )
 
     def _decode(self, x, K, V, past=None, mask=None):
         """Every decoder layer: output `(N, T, d)`, all positions' self-attention keys
@@ -388,34 +415,11 @@ class TransformerCaptioner(Captioner):
             "penalty": float(pen.detach().mean()),
         }
 
-# %% ../nbs/15_transformer.ipynb #e26c4e7d
-class PrefixRecompute(nn.Module):
-    """A `TransformerCaptioner` decoded without the self-attention cache: each step runs
-    the decoder over the whole prefix. A reference for checks and timing."""
-
-    static_state = (1, 2)
-
-    def __init__(self, model: TransformerCaptioner):
-        super().__init__()
-        self.model = model
-
-    def init_state(self, feats: torch.Tensor) -> tuple:
-        _, _, K, V = self.model.init_state(feats)
-        return (
-            feats.new_zeros(feats.shape[0], 0, dtype=torch.long),
-            K,
-            V,
-        )  # the words so far `(B, 0)`
-
-    def step(self, words: torch.Tensor, state: tuple):
-        prefix, K, V = state
-        prefix = torch.cat([prefix, words[:, None]], 1)  # (N, t)
-        t = prefix.shape[1]
-        x, _, _, w = self.model._decode(
-            self.model._words(prefix, 0), K, V, mask=causal_mask(t, prefix.device)
-        )
-        return (
-            self.model.out(x[:, -1]).log_softmax(-1),
-            (prefix, K, V),
-            w[:, -1, :, -1].mean(1),
-        )
+    def check_max_len(self, max_len: int) -> None:
+        "Hook (05c): captions of `max_len` words need `max_len` + 1 word positions."
+        if max_len + 1 > len(self.word_pos):
+            raise InputError(
+                f"transformer: max_len {len(self.word_pos)} holds <start> and "
+                f"{len(self.word_pos) - 1} words, but captions of up to {max_len} "
+                f"words (--max-len) need max_len {max_len + 1} or more"
+            )

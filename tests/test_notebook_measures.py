@@ -38,13 +38,10 @@ DEBT = {
     "04b_draw_training": (47.4, 120),  # +0.1: the --threads flag (issue 49)
     "10_adaptive_attention": (62.4, 75),
     "12_training": (60.8, 125),
-    "12b_optimization": (30.2, 121),
     "12d_training_beyond": (47.7, 88),
-    "12e_fit_captioners": (61.9, 90),  # split from 12c_fit (67.0, 90)
     "13_api": (33.4, 150),
     "13b_cli": (89.2, 179),  # +0.3: the --threads flag (issue 49)
     "14_attention_ocr": (56.8, 113),
-    "15_transformer": (75.6, 151),
 }
 
 ROWS = {r["notebook"][: -len(".ipynb")]: r for r in all_measures()}

@@ -9,11 +9,9 @@ import torch
 
 from sat_tutorial.cli import main
 from sat_tutorial.decoding import beam_search, greedy
-from sat_tutorial.transformer import (
-    PrefixRecompute,
-    TransformerCaptioner,
-    grid_encoding,
-)
+from sat_tutorial.core import InputError
+from sat_tutorial.transformer import TransformerCaptioner, grid_encoding
+from sat_tutorial.transformer_beyond import PrefixRecompute
 
 
 def small(**kw):
@@ -84,6 +82,44 @@ def test_options_and_their_errors(kw, match):
         return
     with pytest.raises(ValueError, match=match):
         small(**kw)
+
+
+@pytest.mark.parametrize(
+    "kw,match",
+    [
+        (dict(layers=0), "transformer: layers must be an integer ≥ 1, not 0"),
+        (dict(heads=0), "transformer: heads must be an integer ≥ 1, not 0"),
+        (dict(encoder_layers=-1), "encoder_layers must be an integer ≥ 0, not -1"),
+        (dict(max_len=1), "max_len must be an integer ≥ 2, not 1"),
+        (dict(layers=2.5), "layers must be an integer ≥ 1, not 2.5"),
+        (
+            dict(heads=3),
+            "embed_dim 16 and attention_dim 16 must be multiples of heads 3",
+        ),
+        (dict(embed_dim=18, heads=1, attention_dim=18, position="none"), None),
+        (dict(embed_dim=9, heads=1, attention_dim=9), "embed_dim even"),
+        (dict(position="polar"), "position must be sinusoidal, learned or none"),
+    ],
+)
+def test_the_constructor_refuses_what_it_cannot_build(kw, match):
+    """One line naming the option, at construction (`--model-kwargs` reaches it through
+    `fit.prepare`, before the first step)."""
+    if match is None:
+        small(**kw)
+        return
+    with pytest.raises(InputError, match=match) as e:
+        small(**kw)
+    assert "\n" not in str(e.value)
+
+
+def test_check_max_len_asks_for_start_and_the_words():
+    "Captions of n words need n + 1 word positions: <start> and the words."
+    m = small(max_len=21)
+    m.check_max_len(20)
+    with pytest.raises(InputError, match="max_len 21 holds <start> and 20 words"):
+        m.check_max_len(21)
+    with pytest.raises(InputError, match="need max_len 41 or more"):
+        m.check_max_len(40)
 
 
 def test_captions_longer_than_max_len_are_refused():
@@ -172,3 +208,41 @@ def test_train_evaluate_and_self_critical_through_main(tmp_path, capsys):
         and ck["config"]["model_kwargs"]["heads"] == 4
         and ck["config"]["model_kwargs"]["encoder_layers"] == 0
     )
+
+
+@pytest.mark.parametrize(
+    "model_kwargs,message",
+    [
+        (
+            '{"max_len": 21}',
+            "transformer: max_len 21 holds <start> and 20 words, but captions of up "
+            "to 40 words (--max-len) need max_len 41 or more",
+        ),
+        ('{"layers": 0}', "transformer: layers must be an integer ≥ 1, not 0"),
+    ],
+    ids=["max_len", "layers"],
+)
+def test_a_configuration_error_stops_train_before_step_one(
+    tmp_path, capsys, model_kwargs, message
+):
+    """`train --model transformer` with a model it cannot build (or one too short for
+    --max-len) fails in one line before its first step, and with --overwrite the
+    earlier run in --out is left as it was (nothing is deleted before the new run's
+    first checkpoint)."""
+    out = tmp_path / "run"
+    out.mkdir()
+    earlier = {"last.pt": b"earlier last", "best.pt": b"earlier best"}
+    earlier["train_summary.json"] = b'{"steps": 7}'
+    for name, data in earlier.items():
+        (out / name).write_bytes(data)
+    argv = ["train", "--model", "transformer", "--data", "scenes", "--n-train", "16"]
+    argv += ["--n-val", "4", "--n-test", "0", "--steps", "4", "--ckpt-every", "1"]
+    argv += ["--val-every", "2", "--max-len", "40", "--device", "cpu"]
+    argv += ["--model-kwargs", model_kwargs, "--overwrite", "--out", str(out)]
+    capsys.readouterr()
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert err == [f"sat-tutorial: error: {message}"], captured.err
+    assert "step" not in captured.out  # no training step ran, no checkpoint either
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
