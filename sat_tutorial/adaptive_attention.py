@@ -162,7 +162,8 @@ class AdaptiveAttentionCaptioner(AdaptiveDecoder):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): when to look."
 
     def _teacher_values(self, V: torch.Tensor):
-        "The region features as teacher forcing's steps read them (10's end: once)."
+        """The region features as teacher forcing's steps read them (notebook 10b: its
+        gradient formed once per batch)."""
         return V
 
     def unroll(

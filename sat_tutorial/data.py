@@ -31,6 +31,26 @@ def tokenize(s: str) -> list[str]:
     files)."""
     return str(s).lower().translate(_PUNCT).split()
 
+# %% ../nbs/01_data.ipynb #6ed8e68e
+def _vocab_words(itos: Sequence[str], specials: tuple) -> list[str]:
+    "The words of a vocabulary, checked: the specials first, no repeats, no blanks."
+    itos = list(itos)
+    if tuple(itos[:4]) != specials:
+        raise ValueError(f"a vocabulary must start with {specials}, got {itos[:4]}")
+    if len(set(itos)) != len(itos):
+        raise ValueError("a vocabulary must not repeat words")
+    bad = [
+        w
+        for w in itos
+        if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1
+    ]
+    if bad:
+        raise ValueError(
+            "a vocabulary word must be a non-empty string without spaces, got "
+            f"{bad[0]!r}"
+        )
+    return itos
+
 # %% ../nbs/01_data.ipynb #81c4ffc4
 class Vocab:
     "Word ↔ id mapping with `<pad> <start> <end> <unk>` first."
@@ -39,23 +59,7 @@ class Vocab:
     pad, start, end, unk = 0, 1, 2, 3
 
     def __init__(self, itos: Sequence[str]):
-        itos = list(itos)
-        if tuple(itos[:4]) != self.specials:
-            raise ValueError(
-                f"a vocabulary must start with {self.specials}, got {itos[:4]}"
-            )
-        if len(set(itos)) != len(itos):
-            raise ValueError("a vocabulary must not repeat words")
-        bad = [
-            w
-            for w in itos
-            if not isinstance(w, str) or not w or w != w.strip() or len(w.split()) != 1
-        ]
-        if bad:
-            raise ValueError(
-                "a vocabulary word must be a non-empty string without spaces, got "
-                f"{bad[0]!r}"
-            )
+        itos = _vocab_words(itos, self.specials)
         self.itos, self.stoi = itos, {w: i for i, w in enumerate(itos)}
 
     @classmethod
@@ -168,19 +172,9 @@ def _opens(p: Path) -> bool:
     except (OSError, SyntaxError, ValueError):
         return False
 
-# %% ../nbs/01_data.ipynb #a5fd2bde
-def load_karpathy(
-    path,
-    image_root=None,
-    splits: Iterable[str] | None = None,
-    restval_to_train: bool = False,
-    check_files: bool = True,
-    max_missing: float = 0.01,
-    report: dict | None = None,
-) -> list[ImageRecord]:
-    """Read a Karpathy-format caption file into `ImageRecord`s; images are looked up
-    under `image_root`; skips are counted in `report`."""
-    path = Path(path)
+# %% ../nbs/01_data.ipynb #289cde8d
+def _read_caption_file(path: Path) -> dict:
+    "The parsed JSON of a Karpathy-format caption file; one-line errors otherwise."
     if not path.is_file():
         raise FileNotFoundError(f"caption file {path} does not exist")
     try:
@@ -195,60 +189,95 @@ def load_karpathy(
         raise ValueError(
             f"{path}: expected a JSON object with an 'images' list (Karpathy format)"
         )
+    return js
+
+# %% ../nbs/01_data.ipynb #c784fb13
+def _entry_split(path: Path, i: int, im, restval_to_train: bool) -> str:
+    "The split of entry `images[i]`, `restval` read as `train` if asked."
+    if not isinstance(im, dict) or "filename" not in im:
+        raise ValueError(f"{path}: images[{i}] has no 'filename'")
+    split = im.get("split")
+    if split not in SPLITS:
+        raise ValueError(
+            f"{path}: images[{i}] ({im['filename']}) has split {split!r}, "
+            f"expected one of {SPLITS}"
+        )
+    if restval_to_train and split == "restval":
+        split = "train"
+    return split
+
+# %% ../nbs/01_data.ipynb #6e65ce3c
+def _entry_captions(path: Path, i: int, im: dict, empty: list) -> tuple:
+    """The tokens, raw strings and groundings of the non-empty sentences of entry
+    `images[i]`; the names of its empty ones are appended to `empty`."""
+    caps, raws, grounds = [], [], []
+    sents = im.get("sentences") or []
+    if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
+        raise ValueError(
+            f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list "
+            "of objects with 'tokens' or 'raw'"
+        )
+    for s in sents:
+        toks = s.get("tokens")
+        if toks is not None and not (
+            isinstance(toks, list) and all(isinstance(t, str) for t in toks)
+        ):
+            raise ValueError(
+                f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list "
+                f"of strings, got {toks!r:.60}"
+            )
+        # empty or blank tokens ("") are dropped and a token with
+        # spaces is several words: a vocabulary word is never blank
+        toks = (
+            [w.lower() for t in toks for w in t.split()]
+            if toks
+            else tokenize(s.get("raw") or "")
+        )
+        if not toks:
+            empty.append(f"{im['filename']}#{len(caps) + len(empty)}")
+            continue
+        caps.append(toks)
+        raws.append(s.get("raw") or " ".join(toks))
+        grounds.append(s.get("grounding"))
+    return caps, raws, grounds
+
+# %% ../nbs/01_data.ipynb #831ef041
+def _unusable_message(missing: list, unreadable: list, n_checked: int, path, root):
+    "One message for the image files that are missing or are not images."
+    msg = _missing_message(missing, n_checked, path, root) if missing else ""
+    if unreadable:
+        msg = (
+            f"{msg}, and {len(unreadable)} more are not readable images"
+            if msg
+            else f"{len(unreadable)} of {n_checked} images listed in {path} are "
+            f"not readable images under {root}"
+        ) + f" (first unreadable: {', '.join(unreadable[:3])})"
+    return msg
+
+# %% ../nbs/01_data.ipynb #a5fd2bde
+def load_karpathy(
+    path,
+    image_root=None,
+    splits: Iterable[str] | None = None,
+    restval_to_train: bool = False,
+    check_files: bool = True,
+    max_missing: float = 0.01,
+    report: dict | None = None,
+) -> list[ImageRecord]:
+    """Read a Karpathy-format caption file into `ImageRecord`s; images are looked up
+    under `image_root`; skips are counted in `report`."""
+    path = Path(path)
+    js = _read_caption_file(path)
     root = Path(image_root) if image_root is not None else path.parent
     want = set(splits) if splits is not None else None
-    records, no_caps, empty, missing, unreadable, n_checked, listed = (
-        [],
-        [],
-        [],
-        [],
-        [],
-        0,
-        Counter(),
-    )
+    records, no_caps, empty, missing, unreadable = [], [], [], [], []
+    n_checked, listed = 0, Counter()
     for i, im in enumerate(js["images"]):
-        if not isinstance(im, dict) or "filename" not in im:
-            raise ValueError(f"{path}: images[{i}] has no 'filename'")
-        split = im.get("split")
-        if split not in SPLITS:
-            raise ValueError(
-                f"{path}: images[{i}] ({im['filename']}) has split {split!r}, "
-                f"expected one of {SPLITS}"
-            )
-        if restval_to_train and split == "restval":
-            split = "train"
+        split = _entry_split(path, i, im, restval_to_train)
         if want is not None and split not in want:
             continue
         listed[split] += 1
-        caps, raws, grounds = [], [], []
-        sents = im.get("sentences") or []
-        if not isinstance(sents, list) or not all(isinstance(s, dict) for s in sents):
-            raise ValueError(
-                f"{path}: images[{i}] ({im['filename']}): 'sentences' must be a list "
-                "of objects with 'tokens' or 'raw'"
-            )
-        for s in sents:
-            toks = s.get("tokens")
-            if toks is not None and not (
-                isinstance(toks, list) and all(isinstance(t, str) for t in toks)
-            ):
-                raise ValueError(
-                    f"{path}: images[{i}] ({im['filename']}): 'tokens' must be a list "
-                    f"of strings, got {toks!r:.60}"
-                )
-            # empty or blank tokens ("") are dropped and a token with
-            # spaces is several words: a vocabulary word is never blank
-            toks = (
-                [w.lower() for t in toks for w in t.split()]
-                if toks
-                else tokenize(s.get("raw") or "")
-            )
-            if not toks:
-                empty.append(f"{im['filename']}#{len(caps) + len(empty)}")
-                continue
-            caps.append(toks)
-            raws.append(s.get("raw") or " ".join(toks))
-            grounds.append(s.get("grounding"))
+        caps, raws, grounds = _entry_captions(path, i, im, empty)
         if not caps:
             no_caps.append(im["filename"])
             continue
@@ -265,17 +294,9 @@ def load_karpathy(
             for k, v in im.items()
             if k not in ("filename", "filepath", "split", "sentences", "sentids")
         }
+        ground = grounds if all(g is not None for g in grounds) else None
         records.append(
-            ImageRecord(
-                i,
-                im["filename"],
-                p,
-                split,
-                caps,
-                raws,
-                grounds if all(g is not None for g in grounds) else None,
-                extra,
-            )
+            ImageRecord(i, im["filename"], p, split, caps, raws, ground, extra)
         )
     if report is not None:
         report["listed"] = {
@@ -297,14 +318,7 @@ def load_karpathy(
             "image files that are not images (unreadable headers)", unreadable, path
         )
     if missing or unreadable:
-        msg = _missing_message(missing, n_checked, path, root) if missing else ""
-        if unreadable:
-            msg = (
-                f"{msg}, and {len(unreadable)} more are not readable images"
-                if msg
-                else f"{len(unreadable)} of {n_checked} images listed in {path} are "
-                f"not readable images under {root}"
-            ) + f" (first unreadable: {', '.join(unreadable[:3])})"
+        msg = _unusable_message(missing, unreadable, n_checked, path, root)
         if len(missing) + len(unreadable) > max_missing * n_checked:
             raise FileNotFoundError(
                 f"{msg}. That is more than max_missing={max_missing:.0%}: is the "

@@ -19,8 +19,8 @@ __all__ = ['FeatureStore']
 
 # %% ../nbs/01b_feature_store.ipynb #storewriting
 class _StoreWriting:
-    """How a `FeatureStore` is written: row by row into an open file (`create`, `write`,
-    `mark_failed`), or whole and atomically (`assemble`)."""
+    """How a `FeatureStore` is written row by row into an open file (`create`, `write`,
+    `mark_failed`)."""
 
     @classmethod
     def create(
@@ -44,6 +44,30 @@ class _StoreWriting:
             f.create_dataset("failed", (len(keys),), dtype=bool, fillvalue=False)
             f.attrs["meta"] = json.dumps({**(meta or {}), "L": L, "D": D})
         return cls(path, "r+")
+
+    def write(self, rows: Sequence[int], feats) -> None:
+        "Write `feats` `(n, L, D)` into `rows`, flush, then mark them done."
+        rows = np.asarray(rows)
+        order = np.argsort(rows)  # h5py wants increasing indices
+        self._f["feats"][rows[order]] = np.asarray(
+            torch.as_tensor(feats).float().cpu(), dtype=np.float16
+        )[order]
+        self._f.flush()
+        self._f["done"][rows[order]] = True
+        self._f.flush()
+
+    def mark_failed(self, rows: Sequence[int]) -> None:
+        """Record rows whose image could not be read: done, but reading them raises
+        `ImageError`."""
+        rows = np.sort(np.asarray(rows))
+        self._f["failed"][rows] = True
+        self._f["done"][rows] = True
+        self._f.flush()
+        self._failed[rows] = True
+
+# %% ../nbs/01b_feature_store.ipynb #2a71bdf3
+class _StoreAssembling(_StoreWriting):
+    "How a `FeatureStore` is written whole and atomically (`assemble`)."
 
     @classmethod
     def assemble(
@@ -93,48 +117,73 @@ class _StoreWriting:
                 os.unlink(tmp)
         return cls(path)
 
-    def write(self, rows: Sequence[int], feats) -> None:
-        "Write `feats` `(n, L, D)` into `rows`, flush, then mark them done."
-        rows = np.asarray(rows)
-        order = np.argsort(rows)  # h5py wants increasing indices
-        self._f["feats"][rows[order]] = np.asarray(
-            torch.as_tensor(feats).float().cpu(), dtype=np.float16
-        )[order]
-        self._f.flush()
-        self._f["done"][rows[order]] = True
-        self._f.flush()
+# %% ../nbs/01b_feature_store.ipynb #8d0de1b5
+def _open_store(path: Path, mode: str):
+    "The HDF5 file of a feature store, opened; one-line errors for anything else."
+    import h5py
 
-    def mark_failed(self, rows: Sequence[int]) -> None:
-        """Record rows whose image could not be read: done, but reading them raises
-        `ImageError`."""
-        rows = np.sort(np.asarray(rows))
-        self._f["failed"][rows] = True
-        self._f["done"][rows] = True
-        self._f.flush()
-        self._failed[rows] = True
+    try:
+        f = h5py.File(path, mode)
+    except OSError as e:
+        raise ValueError(f"{path} is not a readable HDF5 feature file ({e})") from None
+    for k in ("feats", "keys", "done"):
+        if k not in f:
+            raise ValueError(f"{path} is not a feature store: no '{k}' dataset")
+    return f
+
+# %% ../nbs/01b_feature_store.ipynb #8ebc1799
+class _StoreChecking:
+    "How a `FeatureStore` refuses a file it cannot trust, before training starts."
+
+    def check(self, filenames: Iterable[str] | None = None, **expected) -> None:
+        """Refuse a truncated or incomplete store, one missing some images, or one made
+        differently (`backbone=`, `grid=`, …)."""
+        N, L, D = self.shape
+        if self._f["feats"].chunks is None and self.path.stat().st_size < N * L * D * 2:
+            raise ValueError(
+                f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but "
+                f"{N} rows of {L}×{D} float16 "
+                f"need {N * L * D * 2:,}; extract the features again"
+            )
+        try:
+            for i in {0, N // 2, N - 1} if N else ():
+                self._f["feats"][i]
+        except Exception as e:
+            raise ValueError(
+                f"{self.path} is damaged: row {i} cannot be read ({e}); extract the "
+                "features again"
+            ) from None
+        done = self.done
+        if not done.all():
+            raise ValueError(
+                f"{self.path}: only {int(done.sum())} of {len(done)} rows are "
+                "complete; resume the extraction first"
+            )
+        for k, v in expected.items():
+            if k in self.meta and self.meta[k] != v:
+                raise ValueError(
+                    f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is "
+                    "expected here"
+                )
+        if filenames is not None:
+            filenames = list(filenames)
+            miss = [f for f in filenames if f not in self.row]
+            if miss:
+                raise ValueError(
+                    f"{self.path} lacks features for {len(miss)} of {len(filenames)} "
+                    f"images (e.g. {miss[:3]})"
+                )
 
 # %% ../nbs/01b_feature_store.ipynb #6d4df083
-class FeatureStore(_StoreWriting):
+class FeatureStore(_StoreChecking, _StoreAssembling):
     """Per-image features `(N, L, D)` in a float16 HDF5 file, addressed by image file
     name."""
 
     def __init__(self, path, mode: str = "r"):
-        import h5py
-
         self.path, self.mode = Path(path), mode
         if mode == "r" and not self.path.is_file():
             raise FileNotFoundError(f"feature file {self.path} does not exist")
-        try:
-            self._f = h5py.File(self.path, mode)
-        except OSError as e:
-            raise ValueError(
-                f"{self.path} is not a readable HDF5 feature file ({e})"
-            ) from None
-        for k in ("feats", "keys", "done"):
-            if k not in self._f:
-                raise ValueError(
-                    f"{self.path} is not a feature store: no '{k}' dataset"
-                )
+        self._f = _open_store(self.path, mode)
         self.keys = [
             k.decode() if isinstance(k, bytes) else k for k in self._f["keys"][:]
         ]
@@ -188,45 +237,6 @@ class FeatureStore(_StoreWriting):
         return torch.from_numpy(
             self._row(r.filename)
         )  # half the bytes through the DataLoader's workers and to a GPU
-
-    def check(self, filenames: Iterable[str] | None = None, **expected) -> None:
-        """Refuse a truncated or incomplete store, one missing some images, or one made
-        differently (`backbone=`, `grid=`, …)."""
-        N, L, D = self.shape
-        if self._f["feats"].chunks is None and self.path.stat().st_size < N * L * D * 2:
-            raise ValueError(
-                f"{self.path} is truncated: {self.path.stat().st_size:,} bytes, but "
-                f"{N} rows of {L}×{D} float16 "
-                f"need {N * L * D * 2:,}; extract the features again"
-            )
-        try:
-            for i in {0, N // 2, N - 1} if N else ():
-                self._f["feats"][i]
-        except Exception as e:
-            raise ValueError(
-                f"{self.path} is damaged: row {i} cannot be read ({e}); extract the "
-                "features again"
-            ) from None
-        done = self.done
-        if not done.all():
-            raise ValueError(
-                f"{self.path}: only {int(done.sum())} of {len(done)} rows are "
-                "complete; resume the extraction first"
-            )
-        for k, v in expected.items():
-            if k in self.meta and self.meta[k] != v:
-                raise ValueError(
-                    f"{self.path} was made with {k}={self.meta[k]!r}, but {v!r} is "
-                    "expected here"
-                )
-        if filenames is not None:
-            filenames = list(filenames)
-            miss = [f for f in filenames if f not in self.row]
-            if miss:
-                raise ValueError(
-                    f"{self.path} lacks features for {len(miss)} of {len(filenames)} "
-                    f"images (e.g. {miss[:3]})"
-                )
 
     def close(self):
         self._f.close()

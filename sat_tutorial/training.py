@@ -65,7 +65,9 @@ import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
 from .captioner import CAPTIONERS, PRESETS
 
-CONFIG_RANGES = {  # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses them as its flags' types
+# the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses
+# them as its flags' types
+CONFIG_RANGES = {
     "max_missing": unit_float,
     "fine_tune": nonneg_int,
     "grid": Range(int, lo=1, hi=64),
@@ -108,60 +110,72 @@ CONFIG_CHOICES = {
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 @dataclass
-class TrainConfig:
-    "Everything that defines a captioning run."
+class _WhatIsTrained:
+    "What a captioning run trains: the data, the encoder and the captioner."
 
     model: str = "soft"  # soft | hard | adaptive | butd | transformer
     data: str = "scenes"  # scenes | flickr8k | flickr30k | coco
-    data_dir: str | None = (
-        None  # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
-    )
-    restval: bool | None = (
-        None  # COCO's restval images into train; None: the dataset's default (on for COCO)
-    )
-    max_missing: float = 0.01  # refuse a dataset (or feature file) missing more than this share of its images
-    features: str | None = (
-        None  # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
-    )
-    mirror_features: str | None = (
-        None  # stored features of the training images flipped left to right: each caption is trained on twice, once mirrored
-    )
-    encoder: str = (
-        "scene_cnn"  # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
-    )
+    # folder with the dataset folders (default: $SAT_TUTORIAL_DATA)
+    data_dir: str | None = None
+    # COCO's restval images into train; None: the dataset's default (on for COCO)
+    restval: bool | None = None
+    # refuse a dataset (or feature file) missing more than this share of its images
+    max_missing: float = 0.01
+    # precomputed features: an HDF5 file, or a pattern with {split}; None: run the CNN
+    features: str | None = None
+    # stored features of the training images flipped left to right: each caption is
+    # trained on twice, once mirrored
+    mirror_features: str | None = None
+    # scene_cnn | resnet50/101/152 | vgg16/19 | efficientnet-lite0/1/2
+    encoder: str = "scene_cnn"
     encoder_weights: str | None = None
     fine_tune: int = 0
     grid: int = 14
-    image_size: int | None = (
-        None  # backbone input side in pixels; None: the encoder's own, or what stored features were made at
-    )
+    # backbone input side in pixels; None: the encoder's own, or what stored features
+    # were made at
+    image_size: int | None = None
     feature_dim: int = 128
     embed_dim: int = 512
     hidden_dim: int = 512
     attention_dim: int = 512
     dropout: float = 0.5
-    model_kwargs: dict = field(
-        default_factory=dict
-    )  # model-specific, e.g. alpha_c, uniform_attention
+    # model-specific, e.g. alpha_c, uniform_attention
+    model_kwargs: dict = field(default_factory=dict)
+
+# %% ../nbs/12_training.ipynb #9dc2f866
+@dataclass
+class TrainConfig(_WhatIsTrained):
+    """Everything that defines a captioning run: what it trains (`_WhatIsTrained`),
+    and how (optimisation, schedule, validation, self-critical training)."""
+
     lr: float = 4e-4
-    optimizer: str = "adam"  # adam | rmsprop (Graves 2013's centred form with momentum: how Xu et al. 2015 trained Flickr8k)
+    # adam | rmsprop (Graves 2013's centred form with momentum: how Xu et al. 2015
+    # trained Flickr8k)
+    optimizer: str = "adam"
     warmup: int = 100
     batch_size: int = 32
-    length_pool: int = 0  # > 1: each batch from captions of similar length, sorted within pools of this many batches (less padding)
+    # > 1: each batch from captions of similar length, sorted within pools of this many
+    # batches (less padding)
+    length_pool: int = 0
     steps: int = 0  # 0: use epochs
     epochs: int = 1
     clip: float = 5.0
-    ema: float = 0.0  # decay d of an exponential moving average of the weights, which validation and best.pt use; 0: off
+    # decay d of an exponential moving average of the weights, which validation and
+    # best.pt use; 0: off
+    ema: float = 0.0
     seed: int = 0
     amp: bool = False
-    amp_dtype: str = "auto"  # with amp: auto (bf16 where the device has it, else fp16 with loss scaling) | bf16 | fp16
+    # with amp: auto (bf16 where the device has it, else fp16 with loss scaling),
+    # bf16 or fp16
+    amp_dtype: str = "auto"
     num_workers: int = 0
     val_every: int = 500
     ckpt_every: int = 500
-    patience: int = (
-        0  # validations without CIDEr improvement before stopping; 0 = never
-    )
-    keep_validated: bool = False  # also keep every validated checkpoint as val_step<N>.pt, to select on other metrics later
+    # validations without CIDEr improvement before stopping; 0 = never
+    patience: int = 0
+    # also keep every validated checkpoint as val_step<N>.pt, to select on other metrics
+    # later
+    keep_validated: bool = False
     val_beam: int = 1
     max_len: int = 20
     time_budget: float = 0.0  # minutes; 0 = none
@@ -169,21 +183,21 @@ class TrainConfig:
     n_val: int = 200
     n_test: int = 1000
     min_count: int = 5  # vocabulary threshold (scenes use 1)
-    scst: bool = False  # self-critical sequence training (CIDEr-D reward) instead of cross-entropy
-    scst_baseline: str = (
-        "greedy"  # greedy | mean (of the other samples of the same image)
-    )
+    # self-critical sequence training (CIDEr-D reward) instead of cross-entropy
+    scst: bool = False
+    # greedy | mean (of the other samples of the same image)
+    scst_baseline: str = "greedy"
     scst_samples: int = 1  # captions sampled per image
-    scst_temperature: float = (
-        1.0  # sample from p^(1/T) (REINFORCE with log p_T); < 1 sharpens
-    )
-    scst_dropout: bool = True  # sample with dropout on (training mode); False: with the test-time network
-    init_from: str | None = (
-        None  # checkpoint to start from (SCST continues a cross-entropy model)
-    )
+    # sample from p^(1/T) (REINFORCE with log p_T); < 1 sharpens
+    scst_temperature: float = 1.0
+    # sample with dropout on (training mode); False: with the test-time network
+    scst_dropout: bool = True
+    # checkpoint to start from (SCST continues a cross-entropy model)
+    init_from: str | None = None
 
     def __post_init__(self):
-        "Refuse values outside their range (the same rule as the command's flags, which argparse applies first), naming the field."
+        """Refuse values outside their range (the same rule as the command's flags,
+        which argparse applies first), naming the field."""
         for name, rng in CONFIG_RANGES.items():
             v = getattr(self, name)
             if v is not None or name != "image_size":
@@ -191,11 +205,13 @@ class TrainConfig:
         for name, allowed in CONFIG_CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise InputError(
-                    f"{name} must be one of {', '.join(allowed)}, not {getattr(self, name)!r}"
+                    f"{name} must be one of {', '.join(allowed)}, not "
+                    f"{getattr(self, name)!r}"
                 )
         if not isinstance(self.model_kwargs, dict):
             raise InputError(
-                f"model_kwargs (--model-kwargs) must be a JSON object of options, not {self.model_kwargs!r}"
+                "model_kwargs (--model-kwargs) must be a JSON object of "
+                f"options, not {self.model_kwargs!r}"
             )
 
     @classmethod
@@ -225,7 +241,8 @@ def scenes_config(**kw) -> TrainConfig:
         val_every=300,
         ckpt_every=300,
     )
-    # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap attention correctness near 0.5)
+    # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap
+    # attention correctness near 0.5)
     # each model's own defaults: its `register(..., preset=...)`
     preset = copy.deepcopy(PRESETS.get(kw.get("model", "soft"), {}))
     base.update(preset)
@@ -241,7 +258,8 @@ def captioner_class(name: str):
 
 
 def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Module]:
-    "Encoder and captioner for a configuration (the identity encoder when training reads stored features)."
+    """Encoder and captioner for a configuration (the identity encoder when training
+    reads stored features)."""
     if cfg.features:
         enc = PrecomputedFeatures(cfg.feature_dim, cfg.grid)
     else:
@@ -263,23 +281,27 @@ def build_models(cfg: TrainConfig, vocab_size: int) -> tuple[nn.Module, nn.Modul
         TypeError
     ) as e:  # an option the model does not have (a typo in --model-kwargs)
         raise InputError(
-            f"--model-kwargs {json.dumps(cfg.model_kwargs)}: {cfg.model} does not take that ({e})"
+            f"--model-kwargs {json.dumps(cfg.model_kwargs)}: {cfg.model} does "
+            f"not take that ({e})"
         ) from None
     return enc, model
 
-
+# %% ../nbs/12_training.ipynb #2cc9afe6
 def input_size(cfg: TrainConfig) -> int:
-    "The side in pixels the backbone gets: `cfg.image_size` (from the feature file when trained on one), else the encoder's own."
+    """The side in pixels the backbone gets: `cfg.image_size` (from the feature file
+    when trained on one), else the encoder's own."""
     return cfg.image_size or encoder_image_size(cfg.encoder)
 
 
 def transform_for(cfg: TrainConfig):
-    "Image → tensor for the configured encoder; None when the inputs are stored features."
+    """Image → tensor for the configured encoder; None when the inputs are stored
+    features."""
     if cfg.features:
         return None
     if cfg.image_size and cfg.encoder in ("scene_cnn", "scene_regions"):
         raise ValueError(
-            f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as they are; image_size is for image backbones"
+            f"the scene encoder {cfg.encoder!r} reads the 64-pixel scenes as "
+            "they are; image_size is for image backbones"
         )
     return (
         scene_transform
@@ -291,7 +313,8 @@ def transform_for(cfg: TrainConfig):
 def load_records(
     cfg: TrainConfig, report: dict | None = None
 ) -> dict[str, list[ImageRecord]]:
-    "The train/val/test records of the configured dataset (skipped entries counted in `report`)."
+    """The train/val/test records of the configured dataset (skipped entries counted in
+    `report`)."""
     if cfg.data == "scenes":
         from sat_tutorial.scenes import scene_splits
 
@@ -303,7 +326,8 @@ def load_records(
 
             splits = {s: add_scene_regions(r, seed=cfg.seed) for s, r in splits.items()}
         return splits
-    # with stored features the image files are not needed: the feature file says which images it has
+    # with stored features the image files are not needed: the feature file says which
+    # images it has
     return load_dataset(
         cfg.data,
         cfg.data_dir,
@@ -315,7 +339,8 @@ def load_records(
 
 # %% ../nbs/12_training.ipynb #c87668f8
 def feature_file(cfg: TrainConfig, split: str, mirrored: bool = False) -> Path:
-    "The feature file of `split`: `cfg.features` (`cfg.mirror_features` if `mirrored`) with `{split}` filled in."
+    """The feature file of `split`: `cfg.features` (`cfg.mirror_features` if `mirrored`)
+    with `{split}` filled in."""
     f = cfg.mirror_features if mirrored else cfg.features
     return Path(f.format(split=split) if "{split}" in f else f).expanduser()
 
@@ -323,7 +348,8 @@ def feature_file(cfg: TrainConfig, split: str, mirrored: bool = False) -> Path:
 def open_features(
     cfg: TrainConfig, records: dict, report: dict | None = None, mirrored: bool = False
 ) -> dict[str, FeatureStore]:
-    "Open and check the feature file of every split of `records` (which loses its images without features, counted); `mirrored`: `cfg.mirror_features`."
+    """Open and check the feature file of every split of `records` (which loses its
+    images without features, counted); `mirrored`: `cfg.mirror_features`."""
     stores, by_path = {}, {}
     expect = {"backbone": cfg.encoder, "grid": cfg.grid, "dataset": cfg.data}
     if cfg.encoder_weights is not None:
@@ -340,15 +366,18 @@ def open_features(
                 st.check(**expect)
             except ValueError as e:
                 raise ValueError(
-                    f"{e} (set --encoder/--grid to what made the features, or extract them again)"
+                    f"{e} (set --encoder/--grid to what made the features, or "
+                    "extract them again)"
                 ) from None
             if bool(st.meta.get("mirrored", False)) != mirrored:
                 raise ValueError(
-                    f"{path} holds features of the images {'flipped left to right' if not mirrored else 'as they are'}: "
+                    f"{path} holds features of the images "
+                    f"{'flipped left to right' if not mirrored else 'as they are'}: "
                     + (
                         "pass it as --mirror-features, not --features"
                         if not mirrored
-                        else "--mirror-features wants a file made by extract-features --mirror"
+                        else "--mirror-features wants a file made by "
+                        "extract-features --mirror"
                     )
                 )
         st = by_path[path]
@@ -361,12 +390,14 @@ def open_features(
         if absent or failed:
             n, ex = len(absent) + len(failed), ", ".join((absent + failed)[:5])
             msg = (
-                f"{n} of {len(recs)} {split} images have no features in {path} ({len(absent)} not in the file, "
+                f"{n} of {len(recs)} {split} images have no features in "
+                f"{path} ({len(absent)} not in the file, "
                 f"{len(failed)} unreadable at extraction; first: {ex})"
             )
             if n > cfg.max_missing * len(recs):
                 raise ValueError(
-                    f"{msg}: more than max_missing={cfg.max_missing:.0%}; was the file extracted for this dataset and split?"
+                    f"{msg}: more than max_missing={cfg.max_missing:.0%}; was "
+                    "the file extracted for this dataset and split?"
                 )
             warnings.warn(f"{msg}; they are skipped", stacklevel=2)
             skip = set(absent + failed)
@@ -383,9 +414,10 @@ def open_features(
         )
     return stores
 
-
+# %% ../nbs/12_training.ipynb #ec03bb0c
 def build_vocab(cfg: TrainConfig, records: dict) -> Vocab:
-    "The words of the training captions seen at least `cfg.min_count` times; with mirrored images, closed under the swap (with 'left', 'right')."
+    """The words of the training captions seen at least `cfg.min_count` times; with
+    mirrored images, closed under the swap (with 'left', 'right')."""
     vocab = Vocab.build(
         (c for r in records["train"] for c in r.captions), min_count=cfg.min_count
     )
@@ -404,7 +436,8 @@ def build_vocab(cfg: TrainConfig, records: dict) -> Vocab:
 def _load_either(
     plain: FeatureStore, mirrored: FeatureStore, r: ImageRecord
 ) -> torch.Tensor:
-    "A record's features from the store of its image or of the mirror image (a function, not a lambda: DataLoader workers pickle it)."
+    """A record's features from the store of its image or of the mirror image (a
+    function, not a lambda: DataLoader workers pickle it)."""
     return (mirrored if r.extra.get("mirrored") else plain).load_record(r)
 
 
@@ -415,8 +448,9 @@ def training_set(
     vocab: Vocab,
     report: dict | None = None,
 ) -> CaptionDataset:
-    """The training items: each caption (each image, for self-critical training) with its image or stored features, and with
-    `cfg.mirror_features` each once more with the mirrored image's features and its words "left" and "right" swapped."""
+    """The training items: each caption (each image, for self-critical training) with
+    its image or stored features, and with `cfg.mirror_features` each once more with the
+    mirrored image's features and its words "left" and "right" swapped."""
     train, load = (
         records["train"],
         ({"loader": stores["train"].load_record} if cfg.features else {}),
@@ -424,7 +458,8 @@ def training_set(
     if cfg.mirror_features:
         if not cfg.features:
             raise ValueError(
-                "mirror_features are stored features; they need features (the same backbone's, of the images as they are)"
+                "mirror_features are stored features; they need features "
+                "(the same backbone's, of the images as they are)"
             )
         mirrored = {"train": [mirror_record(r) for r in train]}
         mstore = open_features(cfg, mirrored, report, mirrored=True)["train"]
@@ -461,8 +496,10 @@ class EpochSampler(Sampler):
 
 
 class EpochBatches(Sampler):
-    """The batches of an `EpochSampler` order from batch `start`; process `rank` of `world` gets items rank, rank+world, … of each.
-    With `lengths` and `pool` > 1, each run of `pool` batches of the order is sorted by length before it is cut, and the batches are then shuffled."""
+    """The batches of an `EpochSampler` order from batch `start`; process `rank` of
+    `world` gets items rank, rank+world, … of each. With `lengths` and `pool` > 1, each
+    run of `pool` batches of the order is sorted by length before it is cut, and the
+    batches are then shuffled."""
 
     def __init__(
         self,
@@ -533,7 +570,9 @@ def generate(
     suppress=(),
     length_norm: float = 0.0,
 ):
-    "Decode every record's image (or stored features, with `loader`); returns the captions (`decoding.Caption`) and the records that could be read. `suppress`: ids never emitted and `length_norm`: as `decoding.decode` (notebook 08)."
+    """Decode every record's image (or stored features, with `loader`); returns the
+    captions (`decoding.Caption`) and the records that could be read. `suppress`: ids
+    never emitted and `length_norm`: as `decoding.decode` (notebook 08)."""
     from tqdm.auto import tqdm
     from sat_tutorial.data import ImageError
 
@@ -569,7 +608,7 @@ def generate(
         kept += rs
     return caps, kept
 
-
+# %% ../nbs/12_training.ipynb #c19b909b
 def evaluate(
     encoder,
     model,
@@ -585,7 +624,8 @@ def evaluate(
     suppress=(),
     length_norm: float = 0.0,
 ) -> tuple[dict, dict]:
-    "Metrics of the model's captions for `records` (and attention correctness where objects are known), and the captions by file name."
+    """Metrics of the model's captions for `records` (and attention correctness where
+    objects are known), and the captions by file name."""
     caps, kept = generate(
         encoder,
         model,
@@ -604,7 +644,8 @@ def evaluate(
 
 
 def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict, dict]:
-    "`evaluate`'s metrics and captions by file name, from the captions and records `generate` returned."
+    """`evaluate`'s metrics and captions by file name, from the captions and records
+    `generate` returned."""
     hyps = {r.filename: " ".join(vocab.decode(c.tokens)) for r, c in zip(kept, caps)}
     out = score({r.filename: r.raw for r in kept}, hyps, meteor=meteor)
     ac = []

@@ -8,7 +8,11 @@ notebooks' modules in a check, are not reading prerequisites and are left out. E
 implied by others are left out too (A → C is not drawn when A → B → C is), so each arrow
 says what a reader must have read before.
 
-    python tools/notebook_graph.py            # writes the figure, prints the edges
+The edges are also written as text beside the figure (notebook_dependencies.txt), so a
+test can tell when the notebooks' imports changed and the figure was not redrawn.
+
+    python tools/notebook_graph.py            # writes the figure and the edges
+    python tools/notebook_graph.py --check    # exit 1 if the stored edges are stale
 """
 
 import json
@@ -18,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures" / "notebook_dependencies.png"
+EDGES = OUT.with_suffix(".txt")
 EXP = re.compile(r"^#\|\s*default_exp\s+(\w+)", re.M)
 IMP = re.compile(
     r"^from\s+sat_tutorial\.(\w+)\s+import|from\s+sat_tutorial\s+import\s+\(?([\w\s,]+)\)?"
@@ -71,12 +76,12 @@ def reduce(g: dict[str, set[str]]) -> dict[str, set[str]]:
     }
 
 
-def draw(g: dict[str, set[str]], path: Path = OUT) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def layout(g: dict[str, set[str]], sweeps: int = 4) -> dict[str, tuple[float, int]]:
+    """(x, y) of each notebook: y = minus its depth (the longest chain of needs above
+    it); a notebook that needs nothing sits just above the first one that needs it. In
+    each layer the notebooks are ordered by the mean x of their needs, then of the
+    notebooks that need them (a few sweeps of the barycentre heuristic), so that
+    arrows cross less."""
     depth = {}
 
     def d(a):
@@ -86,13 +91,43 @@ def draw(g: dict[str, set[str]], path: Path = OUT) -> None:
 
     for a in g:
         d(a)
+    users = {a: {b for b in g if a in g[b]} for a in g}
+    for a in g:  # a source moves down to just above its first user
+        if not g[a] and users[a]:
+            depth[a] = max(depth[a], min(depth[u] for u in users[a]) - 1)
     layers = {}
     for a in sorted(g):
         layers.setdefault(depth[a], []).append(a)
-    pos = {}
-    for k, names in layers.items():
+    x = {a: float(i) for names in layers.values() for i, a in enumerate(names)}
+
+    def place(names, key):
+        names.sort(key=lambda a: (key(a), a))
         for i, a in enumerate(names):
-            pos[a] = (1.9 * (i - (len(names) - 1) / 2), -k)
+            x[a] = i - (len(names) - 1) / 2
+
+    def mean_x(nodes, a):
+        return sum(x[b] for b in nodes) / len(nodes) if nodes else x[a]
+
+    for _ in range(sweeps):
+        for k in sorted(layers):
+            place(layers[k], lambda a: mean_x(g[a], a))
+        for k in sorted(layers, reverse=True):
+            place(layers[k], lambda a: mean_x(users[a], a))
+    for k in sorted(layers):
+        place(layers[k], lambda a: mean_x(g[a], a))
+    return {a: (1.9 * x[a], -depth[a]) for a in g}
+
+
+def draw(g: dict[str, set[str]], path: Path = OUT) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pos = layout(g)
+    layers = {}
+    for a, (_, y) in pos.items():
+        layers.setdefault(y, []).append(a)
     wide = max(map(len, layers.values()))
     fig, ax = plt.subplots(figsize=(1.9 * wide + 0.6, 0.72 * len(layers) + 0.6))
     for a, bs in g.items():
@@ -141,12 +176,30 @@ def draw(g: dict[str, set[str]], path: Path = OUT) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main() -> int:
+def edges_text(g: dict[str, set[str]]) -> str:
+    "One line per notebook: the notebooks it needs (after the transitive reduction)."
+    return "".join(
+        f"{a:30} needs {', '.join(sorted(g[a])) or '-'}\n" for a in sorted(g)
+    )
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     g = reduce(needs())
-    for a in sorted(g):
-        print(f"{a:28} needs {', '.join(sorted(g[a])) or '-'}")
+    text = edges_text(g)
+    if "--check" in argv:
+        old = EDGES.read_text(encoding="utf-8") if EDGES.is_file() else ""
+        if old != text:
+            print(
+                f"{EDGES.relative_to(ROOT)} is stale: the notebooks' imports changed; "
+                "run python tools/notebook_graph.py"
+            )
+            return 1
+        return 0
+    print(text, end="")
     draw(g)
-    print(f"wrote {OUT.relative_to(ROOT)}")
+    EDGES.write_text(text, encoding="utf-8")
+    print(f"wrote {OUT.relative_to(ROOT)} and {EDGES.relative_to(ROOT)}")
     return 0
 
 
