@@ -14,20 +14,33 @@ import numpy as np
 import torch
 
 from sat_tutorial.core import (
+    InputError,
     Range,
     add_threads_flag,
     get_device,
     load_checkpoint,
     rng_state,
-    save_checkpoint,
     seed_everything,
     set_rng_state,
+)
+from sat_tutorial.learner import (
+    Callback,
+    Checkpoint,
+    Clock,
+    Learner,
+    Limits,
+    ProgressBar,
+    check_finite,
+    check_out,
+    replace_old,
+    write_checkpoint,
 )
 from .ram import TASKS, TEST_SEED, RAM, GlimpseMNIST, ram_loss, retina
 
 # %% auto #0
-__all__ = ['PAPER_RETINA', 'VAL_SEED', 'RAM_FORMAT', 'RAMConfig', 'evaluate_ram', 'split_validation', 'load_ram', 'train_ram',
-           'annealed_lr', 'add_cli']
+__all__ = ['PAPER_RETINA', 'RAM_BOUNDS', 'VAL_SEED', 'RAM_FORMAT', 'RAM_FILES', 'RAM_STATS', 'RAMConfig', 'evaluate_ram',
+           'split_validation', 'load_ram', 'epoch_batches', 'hybrid_objective', 'Means', 'Validate', 'train_ram',
+           'annealed_lr', 'Anneal', 'add_cli']
 
 # %% ../nbs/03b_ram_training.ipynb #2f619851
 PAPER_RETINA = {
@@ -36,11 +49,29 @@ PAPER_RETINA = {
     "cluttered60": dict(glimpses=8, patch=12, scales=3),
     "cluttered100": dict(glimpses=8, patch=12, scales=4),
 }
+# the largest value of each size, for `ram train` and `RAMConfig` alike (the reasons:
+# see the command line below)
+RAM_BOUNDS = {
+    "glimpses": Range(int, 1, 64),
+    "patch": Range(int, 1, 128),
+    "scales": Range(int, 1, 6),
+    "hidden": Range(int, 1, 4096),
+    "glimpse_hidden": Range(int, 1, 4096),
+    "loc_hidden": Range(int, 1, 4096),
+    "glimpse_dim": Range(int, 1, 4096),
+    "batch_size": Range(int, 1, 4096),
+    "epochs": Range(int, 1, 10_000),
+    "steps": Range(int, 1, 10_000_000),
+    "limit": Range(int, 1, 60_000),
+    "val": Range(int, 0, 59_999),
+    "patience": Range(int, 1, 10_000),
+}
 
 
 @dataclass
 class RAMConfig:
-    "Everything a RAM run depends on; None for glimpses/patch/scales takes the paper's setting for the task."
+    """Everything a RAM run depends on; None for glimpses/patch/scales takes the
+    paper's setting for the task."""
 
     task: str = "mnist"
     glimpses: int | None = None
@@ -52,18 +83,23 @@ class RAMConfig:
     loc_hidden: int = 128
     glimpse_dim: int = 256
     detach_policy: bool = True
-    init_loc: str = "random"  # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start at the centre
+    # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start
+    # at the centre
+    init_loc: str = "random"
     batch_size: int = 64
     lr: float = 1e-3
-    anneal: bool = False  # decay the learning rate linearly to 0 at the last step (the paper annealed linearly)
+    # decay the learning rate linearly to 0 at the last step (the paper annealed
+    # linearly)
+    anneal: bool = False
     epochs: int = 1
     steps: int | None = None  # stop after this many steps in total (overrides epochs)
     seed: int = 0
     limit: int | None = None  # use only the first `limit` training and test images
-    val: int = 0  # hold out the last `val` training images to validate on (0: validate on the test set)
-    patience: int | None = (
-        None  # with `val`: stop after this many epochs without a better validation error
-    )
+    # hold out the last `val` training images to validate on (0: validate on the test
+    # set)
+    val: int = 0
+    # with `val`: stop after this many epochs without a better validation error
+    patience: int | None = None
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -71,6 +107,9 @@ class RAMConfig:
         for k, v in PAPER_RETINA[self.task].items():
             if getattr(self, k) is None:
                 setattr(self, k, v)
+        for k, bound in RAM_BOUNDS.items():  # the command line's bounds, in Python
+            if getattr(self, k) is not None:
+                bound.check(getattr(self, k), k)
 
     def model(self, sensor: Callable = retina) -> RAM:
         return RAM(
@@ -99,9 +138,10 @@ def evaluate_ram(
     start: str = "centre",
     seed: int = 0,
 ) -> dict:
-    """Error on `data`. mc_samples=0: one episode per image that follows the policy means, from l_0 at the centre
-    (`start="centre"`, deterministic) or uniform over the image (`start="random"`, drawn with `seed`: the training
-    distribution of l_0); K>0 averages the class probabilities of K sampled episodes (not in the paper)."""
+    """Error on `data`. mc_samples=0: one episode per image that follows the policy
+    means, from l_0 at the centre (`start="centre"`, deterministic) or uniform over the
+    image (`start="random"`, drawn with `seed`: the training distribution of l_0); K>0
+    averages the class probabilities of K sampled episodes (not in the paper)."""
     if start not in ("centre", "random"):
         raise ValueError(f"start must be 'centre' or 'random', got {start!r}")
     device = device or next(model.parameters()).device
@@ -138,10 +178,12 @@ VAL_SEED = 2015  # the validation layout, fixed like the test layout
 
 
 def split_validation(data: GlimpseMNIST, n: int) -> tuple[GlimpseMNIST, GlimpseMNIST]:
-    "Hold out the last `n` items of a training set: (the first len-n for training, the last n for validation, with a fixed layout)."
+    """Hold out the last `n` items of a training set: (the first len-n for training, the
+    last n for validation, with a fixed layout)."""
     if not 0 < n < len(data):
         raise ValueError(
-            f"a validation split of {n} images needs a training set larger than that (it has {len(data)})"
+            f"a validation split of {n} images needs a training set larger "
+            f"than that (it has {len(data)})"
         )
     x, y, m = data.images[: len(data)], data.labels[: len(data)], len(data) - n
     return (
@@ -150,11 +192,14 @@ def split_validation(data: GlimpseMNIST, n: int) -> tuple[GlimpseMNIST, GlimpseM
     )
 
 # %% ../nbs/03b_ram_training.ipynb #b5e0c3f1
-RAM_FORMAT = "sat_tutorial.ram/1"  # written into every RAM checkpoint, so a loader can tell it from others
+# written into every RAM checkpoint, so a loader can tell it from others
+RAM_FORMAT = "sat_tutorial.ram/1"
+RAM_FILES = ("ram.pt", "best.pt", "metrics.json")  # what `ram train` writes into --out
 
 
 def load_ram(path: str | Path, device="cpu") -> tuple[RAM, RAMConfig, dict]:
-    "The model, its configuration and the raw checkpoint of a `ram.pt`/`best.pt`; any other checkpoint is a one-line ValueError."
+    """The model, its configuration and the raw checkpoint of a `ram.pt`/`best.pt`;
+    any other checkpoint is a one-line InputError."""
     ck = load_checkpoint(path, map_location=device)
     fmt = ck.get("format") if isinstance(ck, dict) else None
     cfg = ck.get("config") if isinstance(ck, dict) else None
@@ -167,62 +212,123 @@ def load_ram(path: str | Path, device="cpu") -> tuple[RAM, RAMConfig, dict]:
         what = (
             f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
         )
-        raise ValueError(
-            f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt written by `sat-tutorial ram train`"
+        raise InputError(
+            f"{path} is not a RAM checkpoint (it is {what}); give a ram.pt or best.pt "
+            "written by `sat-tutorial ram train`"
         )
+    check_finite(ck, path)
     cfg = RAMConfig(**{f.name: cfg[f.name] for f in fields(RAMConfig) if f.name in cfg})
     model = cfg.model().to(device)
     try:
         model.load_state_dict(ck["model"])
     except RuntimeError as e:
-        raise ValueError(
-            f"{path}: the weights do not fit the RAM its configuration describes ({str(e).splitlines()[0]})"
+        raise InputError(
+            f"{path}: the weights do not fit the RAM its configuration describes "
+            f"({str(e).splitlines()[0]})"
         ) from None
     return model, cfg, ck
 
-
-def _resume(
-    ckpt: Path, cfg: RAMConfig, model: RAM, opt, device
-) -> tuple[dict, dict | None]:
-    "Load a run's last checkpoint into `model` and `opt`; return its state and its best-on-validation weights."
-    ck = load_checkpoint(ckpt, map_location=device)
-    same = lambda c: {
-        k: v for k, v in c.items() if k not in ("epochs", "steps", "patience")
-    }  # what may change on resume
-    if same(ck["config"]) != same(asdict(cfg)):
-        raise ValueError(
-            f"{ckpt} was trained with a different configuration: {same(ck['config'])} vs {same(asdict(cfg))}"
-        )
-    model.load_state_dict(ck["model"])
-    opt.load_state_dict(ck["optimizer"])
-    set_rng_state(ck["rng"])
-    best = (
-        load_checkpoint(ckpt.parent / "best.pt", map_location=device)["model"]
-        if ck.get("best")
-        else None
-    )
-    return {
-        k: ck.get(k) for k in ("step", "history", "evals", "train_seconds", "best")
-    }, best
+# %% ../nbs/03b_ram_training.ipynb #ramlrn02
+RAM_STATS = ("action", "reinforce", "baseline", "reward")  # logged beside the loss
 
 
-def _keep_best(state: dict, ev: dict, model: RAM, cfg: RAMConfig, out) -> dict | None:
-    "If `ev` has the lowest validation error so far: record it, write `out/best.pt`, return a copy of the weights; else None."
-    if state["best"] is not None and ev["error"] >= state["best"]["error"]:
-        return None
-    state["best"] = {k: ev[k] for k in ("step", "epoch", "error")}
-    weights = {k: v.detach().clone() for k, v in model.state_dict().items()}
-    if out is not None:
-        save_checkpoint(
-            {
-                "format": RAM_FORMAT,
-                "model": weights,
-                "config": asdict(cfg),
-                "step": ev["step"],
-            },
-            Path(out) / "best.pt",
-        )
-    return weights
+def epoch_batches(train: GlimpseMNIST, seed: int, bs: int) -> Callable:
+    """The Learner's `batches`: epoch e lays the images out anew and shuffles them,
+    both from (seed, e) only, so a resumed run sees the same data from `learn.pos`."""
+    per_epoch = len(train) // bs
+
+    def batches(learn):
+        train.resample(seed * 100003 + learn.epoch)
+        perm = np.random.default_rng((seed, learn.epoch)).permutation(len(train))
+        for k in range(learn.pos, per_epoch):
+            yield train.batch(perm[k * bs : (k + 1) * bs])  # (B, 1, H, W), (B,)
+
+    return batches
+
+
+def hybrid_objective(model: RAM, device) -> Callable:
+    "The Learner's `objective`: one episode per image, sampled, and the hybrid loss."
+
+    def objective(learn, batch):
+        x, y = batch
+        L = ram_loss(model(x.to(device)), y.to(device))
+        return L["loss"], {k: L[k].item() for k in RAM_STATS}
+
+    return objective
+
+# %% ../nbs/03b_ram_training.ipynb #ramlrn04
+class Means(Callback):
+    """The history: every `every` steps, and at the last, the means of the steps'
+    statistics since the entry before (the partial sums are state: exact resume)."""
+
+    order = 50
+
+    def __init__(self, every: int = 50):
+        self.every, self.history, self.sums, self.n = every, [], {}, 0
+
+    def after_step(self, learn) -> None:
+        for k, v in learn.stats.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.n += 1
+        if learn.step % self.every == 0 or learn.step == learn.total:
+            means = {k: v / self.n for k, v in self.sums.items()}
+            self.history.append({"step": learn.step, **means})
+            self.sums, self.n = {}, 0
+
+    def state_dict(self) -> dict:
+        return {"history": self.history, "window": {"sums": self.sums, "n": self.n}}
+
+    def load_state_dict(self, ck: dict) -> None:
+        self.history = ck.get("history", [])
+        window = ck.get("window", {"sums": {}, "n": 0})
+        self.sums, self.n = dict(window["sums"]), window["n"]
+
+# %% ../nbs/03b_ram_training.ipynb #ramlrn05
+class Validate(Callback):
+    """After every epoch, at the last step and when the time budget is used: the error
+    on `val` (else on `test`). With `val`: the error on as many training images
+    (`probe`), the best weights kept (`save_best` writes them), and early stopping after
+    `patience` epochs without a better error, counted from the best epoch (state)."""
+
+    order = 60  # after Limits, which tells whether this step ends the run
+
+    def __init__(self, model, val, test, probe, per_epoch, patience, device, **kw):
+        self.model, self.val, self.test, self.probe = model, val, test, probe
+        self.per_epoch, self.patience, self.device = per_epoch, patience, device
+        self.save_best, self.show = kw.get("save_best"), kw.get("show", False)
+        self.evals, self.best, self.weights, self.seconds = [], None, None, 0.0
+
+    def error(self, data) -> float:
+        return evaluate_ram(self.model, data, device=self.device)["error"]
+
+    def after_step(self, learn) -> None:
+        if learn.step % self.per_epoch and not learn.end:
+            return
+        t = time.perf_counter()
+        on = "validation" if self.val is not None else "test"
+        ev = {"step": learn.step, "epoch": learn.step / self.per_epoch, "on": on}
+        ev["error"] = self.error(self.val if self.val is not None else self.test)
+        if self.val is not None:
+            ev["train_error"] = self.error(self.probe)
+            if self.best is None or ev["error"] < self.best["error"]:
+                self.best = {k: ev[k] for k in ("step", "epoch", "error")}
+                state = self.model.state_dict()
+                self.weights = {k: v.detach().clone() for k, v in state.items()}
+                if self.save_best is not None:
+                    self.save_best(learn)
+            if self.patience and ev["epoch"] - self.best["epoch"] >= self.patience:
+                learn.stop = True  # early stopping
+        self.evals.append(ev)
+        if self.show:
+            print(f"step {learn.step}: {on} error {100 * ev['error']:.2f}%")
+        self.seconds += time.perf_counter() - t
+
+    def state_dict(self) -> dict:
+        return {"evals": self.evals, "best": self.best, "eval_seconds": self.seconds}
+
+    def load_state_dict(self, ck: dict) -> None:
+        self.evals, self.best = ck.get("evals", []), ck.get("best")
+        self.seconds = ck.get("eval_seconds", 0.0)
 
 # %% ../nbs/03b_ram_training.ipynb #cdfb3172
 def train_ram(
@@ -231,192 +337,169 @@ def train_ram(
     resume: bool = False,
     device="auto",
     progress: bool = False,
-    log_every: int = 50,
     sensor: Callable = retina,
     train_data: GlimpseMNIST | None = None,
     test_data: GlimpseMNIST | None = None,
     download: bool | None = None,
-    time_limit: float | None = None,
+    time_budget: float = 0.0,
     overwrite: bool = False,
+    cbs=(),
 ) -> tuple[RAM, dict]:
-    """Train RAM with the hybrid loss. After each epoch: error on the validation split (`cfg.val` held-out training images; else the test set),
-    `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with `cfg.val` the model returned has the best weights."""
-    from tqdm.auto import tqdm
-
-    device = get_device(device)
+    """Train RAM with the hybrid loss through the Learner, for `cfg`'s steps or
+    `time_budget` minutes of wall-clock, whichever ends first. After each epoch: the
+    error on the validation split (`cfg.val` held-out training images; else the test
+    set), `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with
+    `cfg.val` the model returned has the best weights. `--out` is checked first."""
     ckpt = Path(out) / "ram.pt" if out is not None else None
-    if ckpt is not None and ckpt.exists() and not (resume or overwrite):
-        raise ValueError(
-            f"{ckpt} already holds a run: pass --resume to continue it or --overwrite to replace it"
-        )
+    old = check_out(out, resume, overwrite, RAM_FILES, None) if out is not None else []
     if resume and ckpt is not None and not ckpt.exists():
         print(f"note: {ckpt} does not exist yet: starting a new run", file=sys.stderr)
+    device = get_device(device)
     seed_everything(cfg.seed)
-    train = train_data or GlimpseMNIST(
-        cfg.task, "train", seed=cfg.seed, limit=cfg.limit, download=download
-    )
-    test = test_data or GlimpseMNIST(
-        cfg.task, "test", seed=TEST_SEED, limit=cfg.limit, download=download
-    )
-    val = None
-    if cfg.val:
-        train, val = split_validation(train, cfg.val)
-        probe = GlimpseMNIST(
-            cfg.task,
-            "train",
-            seed=VAL_SEED,
-            images=train.images[: len(val)],
-            labels=train.labels[: len(val)],
-        )
+    train, test, val, probe = _ram_data(cfg, train_data, test_data, download)
     bs = min(cfg.batch_size, len(train))
     per_epoch = len(train) // bs
     total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
     model = cfg.model(sensor).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    state, best_weights = (
-        {"step": 0, "history": [], "evals": [], "train_seconds": 0.0, "best": None},
-        None,
+    clock, means = Clock(time_budget), Means()
+    validate = Validate(model, val, test, probe, per_epoch, cfg.patience, device)
+    run = {"cfg": cfg, "out": out, "old": old, "device": device, "bs": bs}
+    save = _ram_saver(run, model, opt, validate)
+    validate.save_best, validate.show = save, progress
+    schedule = [Anneal(cfg.lr, clock)] if cfg.anneal else []
+    learn = Learner(
+        opt,
+        hybrid_objective(model, device),
+        epoch_batches(train, cfg.seed, bs),
+        total,
+        [clock, Limits(clock), means, validate, *schedule, *cbs]
+        + [Checkpoint(save, per_epoch), ProgressBar(f"ram {cfg.task}", progress)],
     )
     if resume and ckpt is not None and ckpt.exists():
-        state, best_weights = _resume(ckpt, cfg, model, opt, device)
-
-    def save(checkpoint=True, **final):
-        if out is None:
-            return
-        if checkpoint:
-            save_checkpoint(
-                {
-                    "format": RAM_FORMAT,
-                    "model": model.state_dict(),
-                    "optimizer": opt.state_dict(),
-                    "config": asdict(cfg),
-                    "rng": rng_state(),
-                    **state,
-                },
-                ckpt,
-            )
-        Path(out, "metrics.json").write_text(
-            json.dumps(
-                {
-                    "config": asdict(cfg),
-                    "device": str(device),
-                    **state,
-                    "images_per_second": state["step"]
-                    * bs
-                    / max(state["train_seconds"], 1e-9),
-                    "test_error": state["evals"][-1]["error"]
-                    if state["evals"] and val is None
-                    else None,
-                    **final,
-                },
-                indent=1,
-            )
-        )
-
+        _resume(learn, ckpt, cfg, model, opt, validate, device)
     model.train()
-    run, epoch = {}, -1
-    bar = tqdm(
-        total=total, initial=state["step"], disable=not progress, desc=f"ram {cfg.task}"
-    )
-    t0 = t_start = time.perf_counter()
-    while state["step"] < total:
-        step = state["step"]
-        if (
-            step // per_epoch != epoch
-        ):  # data order and layout: functions of (seed, epoch) only
-            epoch = step // per_epoch
-            train.resample(cfg.seed * 100003 + epoch)
-            perm = np.random.default_rng((cfg.seed, epoch)).permutation(len(train))
-        x, y = train.batch(perm[(step % per_epoch) * bs : (step % per_epoch + 1) * bs])
-        if cfg.anneal:
-            for group in opt.param_groups:
-                group["lr"] = annealed_lr(
-                    cfg.lr, step, total, time.perf_counter() - t_start, time_limit
-                )
-        L = ram_loss(model(x.to(device)), y.to(device))
-        opt.zero_grad(set_to_none=True)
-        L["loss"].backward()
-        opt.step()
-        for k in ("loss", "action", "reinforce", "baseline", "reward"):
-            run[k] = run.get(k, 0.0) + L[k].item()
-        state["step"] += 1
-        bar.update(1)
-        if state["step"] % log_every == 0 or state["step"] == total:
-            n = state["step"] % log_every or log_every
-            state["history"].append(
-                {"step": state["step"], **{k: v / n for k, v in run.items()}}
-            )
-            bar.set_postfix(
-                loss=f"{state['history'][-1]['loss']:.3f}",
-                reward=f"{state['history'][-1]['reward']:.3f}",
-            )
-            run = {}
-        out_of_time, stop = (
-            time_limit is not None and time.perf_counter() - t_start > time_limit,
-            False,
-        )
-        if state["step"] % per_epoch == 0 or state["step"] == total or out_of_time:
-            state["train_seconds"] += time.perf_counter() - t0
-            ev = {
-                "step": state["step"],
-                "epoch": state["step"] / per_epoch,
-                "on": "validation" if val is not None else "test",
-                "error": evaluate_ram(
-                    model, val if val is not None else test, device=device
-                )["error"],
-            }
-            if val is not None:
-                ev["train_error"] = evaluate_ram(model, probe, device=device)[
-                    "error"
-                ]  # as many training images as validation ones
-                best_weights = _keep_best(state, ev, model, cfg, out) or best_weights
-                stop = (
-                    cfg.patience is not None
-                    and ev["epoch"] - state["best"]["epoch"] >= cfg.patience
-                )  # early stopping
-            state["evals"].append(ev)
-            if progress:
-                bar.write(
-                    f"step {state['step']}: {ev['on']} error {100 * ev['error']:.2f}%"
-                )
-            save()
-            t0 = time.perf_counter()
-        if out_of_time or stop:
-            break
-    bar.close()
-    final = {}
-    if (
-        val is not None and best_weights is not None
-    ):  # the test set is looked at once, at the end
+    learn.fit()
+    summary = _summary(learn, run, validate)
+    if val is not None and validate.weights is not None:
+        # the test set is looked at once, at the end
         last = evaluate_ram(model, test, device=device)["error"]
-        model.load_state_dict(best_weights)
-        final = {
-            "test_error": evaluate_ram(model, test, device=device)["error"],
-            "test_error_last": last,
-            "val_error": state["best"]["error"],
-        }
-    save(checkpoint=False, **final)
-    return model, {
-        "config": asdict(cfg),
-        "device": str(device),
-        **state,
-        "test_error": state["evals"][-1]["error"]
-        if state["evals"] and val is None
-        else None,
-        **final,
+        model.load_state_dict(validate.weights)
+        summary["test_error"] = evaluate_ram(model, test, device=device)["error"]
+        summary["test_error_last"] = last
+        summary["val_error"] = validate.best["error"]
+    if out is not None:
+        _write_metrics(Path(out), summary)
+    return model, summary
+
+# %% ../nbs/03b_ram_training.ipynb #ramlrn07
+def _ram_data(cfg: RAMConfig, train, test, download) -> tuple:
+    """Training and test sets, and with `cfg.val` the validation split and as many
+    training images to compare with (`probe`); else None, None."""
+    train = train or GlimpseMNIST(
+        cfg.task, "train", seed=cfg.seed, limit=cfg.limit, download=download
+    )
+    test = test or GlimpseMNIST(
+        cfg.task, "test", seed=TEST_SEED, limit=cfg.limit, download=download
+    )
+    if not cfg.val:
+        return train, test, None, None
+    train, val = split_validation(train, cfg.val)
+    x, y = train.images[: len(val)], train.labels[: len(val)]
+    probe = GlimpseMNIST(cfg.task, "train", seed=VAL_SEED, images=x, labels=y)
+    return train, test, val, probe
+
+
+def _summary(learn: Learner, run: dict, validate: Validate) -> dict:
+    "What metrics.json and `train_ram` report: the run's state and its speed."
+    state = learn.state_dict()
+    evals = validate.evals
+    seconds = 60 * state["minutes"] - validate.seconds  # evaluation excluded
+    return {
+        "config": asdict(run["cfg"]),
+        "device": str(run["device"]),
+        **{k: state[k] for k in ("step", "history", "evals", "best")},
+        "train_seconds": seconds,
+        "images_per_second": state["step"] * run["bs"] / max(seconds, 1e-9),
+        "test_error": evals[-1]["error"] if evals and validate.val is None else None,
     }
 
+
+def _write_metrics(out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)  # also where no checkpoint was written
+    tmp = out / ".metrics.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=1))
+    tmp.replace(out / "metrics.json")
+
+
+def _ram_saver(run: dict, model: RAM, opt, validate: Validate) -> Callable:
+    """`save(learn, name)`: `best.pt` (the weights alone) when `name` is "best", else
+    `ram.pt` with everything a resume needs, and `metrics.json`. After the first
+    checkpoint, `--overwrite` deletes the earlier run's files."""
+    out, cfg = run["out"], asdict(run["cfg"])
+    out = Path(out) if out is not None else None
+
+    def save(learn, name="best"):
+        if out is None:
+            return
+        if name == "best":
+            ck = {"model": model.state_dict(), "step": learn.step}
+            write_checkpoint(
+                {"format": RAM_FORMAT, "config": cfg, **ck}, out / "best.pt"
+            )
+            return
+        state = {"model": model.state_dict(), "optimizer": opt.state_dict()}
+        state |= {"config": cfg, "rng": rng_state(), **learn.state_dict()}
+        learn.saved = write_checkpoint({"format": RAM_FORMAT, **state}, out / "ram.pt")
+        _write_metrics(out, _summary(learn, run, validate))
+        written = {"ram.pt", "metrics.json", *(["best.pt"] if validate.best else [])}
+        replace_old(run["old"], written)
+        run["old"] = []
+
+    return save
+
+
+def _resume(learn, ckpt: Path, cfg: RAMConfig, model: RAM, opt, validate, device):
+    """Continue the run in `ckpt`: weights, optimiser, RNG states, every callback's
+    state, and the best weights so far (`best.pt`)."""
+    ck = load_checkpoint(ckpt, map_location=device)
+
+    def same(c):  # what may change on resume
+        return {k: v for k, v in c.items() if k not in ("epochs", "steps", "patience")}
+
+    if same(ck["config"]) != same(asdict(cfg)):
+        raise InputError(
+            f"{ckpt} was trained with a different configuration: "
+            f"{same(ck['config'])} vs {same(asdict(cfg))}"
+        )
+    model.load_state_dict(ck["model"])
+    opt.load_state_dict(ck["optimizer"])
+    set_rng_state(ck["rng"])
+    learn.load_state_dict(ck)
+    if ck.get("best"):
+        best = load_checkpoint(ckpt.parent / "best.pt", map_location=device)
+        validate.weights = best["model"]
+
 # %% ../nbs/03b_ram_training.ipynb #34389e98
-def annealed_lr(
-    lr: float,
-    step: int,
-    total: int,
-    elapsed: float = 0.0,
-    time_limit: float | None = None,
-) -> float:
-    "The learning rate at `step` of `total`, decayed linearly to 0 at the last step or at `time_limit` seconds, whichever comes first."
-    done = max(step / total, elapsed / time_limit if time_limit else 0.0)
-    return lr * max(1 - done, 0.0)
+def annealed_lr(lr: float, step: int, total: int, share: float = 0.0) -> float:
+    """The learning rate at `step` of `total`, decayed linearly to 0 at the last step
+    or when `share` (of the time budget used) reaches 1, whichever comes first."""
+    return lr * max(1 - max(step / total, share), 0.0)
+
+
+class Anneal(Callback):
+    """Before every step, the rate `annealed_lr` gives for the Learner's step and the
+    clock's share of the time budget (no state of its own: both are resumed)."""
+
+    order = 20
+
+    def __init__(self, lr: float, clock: Clock):
+        self.lr, self.clock = lr, clock
+
+    def before_batch(self, learn) -> None:
+        lr = annealed_lr(self.lr, learn.step, learn.total, self.clock.share)
+        for group in learn.opt.param_groups:
+            group["lr"] = lr
 
 # %% ../nbs/03b_ram_training.ipynb #1dfed4d2
 def _cmd_train(args) -> int:
@@ -451,7 +534,7 @@ def _cmd_train(args) -> int:
         device=args.device,
         progress=not args.quiet,
         download=args.download,
-        time_limit=args.time_limit,
+        time_budget=args.time_budget or 0.0,
     )
     print(
         json.dumps(
@@ -492,22 +575,8 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 # %% ../nbs/03b_ram_training.ipynb #a3c1d2e4
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    "Register `ram train` and `ram evaluate` on an argparse subparsers object."
-    p = subparsers.add_parser(
-        "ram",
-        help="recurrent attention model (Mnih et al. 2014) on MNIST tasks",
-        description="Train and evaluate RAM on 28×28, translated or cluttered MNIST.",
-    )
-    sub = p.add_subparsers(
-        dest="ram_command", metavar="{train,evaluate}", required=True
-    )
-    t = sub.add_parser(
-        "train",
-        help="train RAM with the hybrid loss",
-        description="Train RAM; writes OUT/ram.pt (last), OUT/best.pt (best on validation) and OUT/metrics.json.",
-    )
-    pos, nonneg = Range(int, 1), Range(int, 0)
+def _model_flags(t: argparse.ArgumentParser) -> None:
+    "The flags of `ram train` that say what is trained: the task, the retina, σ."
     t.add_argument(
         "--task",
         choices=list(TASKS),
@@ -516,18 +585,19 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--glimpses",
-        type=Range(int, 1, 64),
+        type=RAM_BOUNDS["glimpses"],
         help="number of glimpses N (default: the paper's, 6 for mnist, 8 otherwise)",
     )
     t.add_argument(
         "--patch",
-        type=Range(int, 1, 128),
+        type=RAM_BOUNDS["patch"],
         help="retina patch side g (default: 8 for mnist, 12 otherwise)",
     )
     t.add_argument(
         "--scales",
-        type=Range(int, 1, 6),
-        help="retina scales k (default: 1 mnist, 3 translated/cluttered60, 4 cluttered100)",
+        type=RAM_BOUNDS["scales"],
+        help="retina scales k (default: 1 mnist, 3 translated/cluttered60, "
+        "4 cluttered100)",
     )
     t.add_argument(
         "--std",
@@ -535,24 +605,39 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         default=0.15,
         help="σ of the Gaussian location policy (default: %(default)s)",
     )
-    # the defaults --init-loc random, --val 5000 (in _cmd_train) and --anneal go beyond the paper (see "Beyond the paper")
+    # the defaults --init-loc random, --val 5000 (in _cmd_train) and --anneal go
+    # beyond the paper (see "Beyond the paper")
     t.add_argument(
         "--init-loc",
         choices=["centre", "random"],
         default="random",
-        help="first glimpse of a training episode: uniform over the image, or the centre; tests start at the centre (default: %(default)s)",
+        help="first glimpse of a training episode: uniform over the image, or the "
+        "centre; tests start at the centre (default: %(default)s)",
     )
     t.add_argument(
-        "--epochs", type=pos, default=100, help="epochs (default: %(default)s)"
+        "--policy-grad-to-core",
+        action="store_true",
+        help="let the REINFORCE gradient reach the core and glimpse networks (the "
+        "paper's full gradient)",
+    )
+
+# %% ../nbs/03b_ram_training.ipynb #ramcli01
+def _training_flags(t: argparse.ArgumentParser) -> None:
+    "The flags of `ram train` that say how long and on what it trains."
+    t.add_argument(
+        "--epochs",
+        type=RAM_BOUNDS["epochs"],
+        default=100,
+        help="epochs (default: %(default)s)",
     )
     t.add_argument(
         "--steps",
-        type=pos,
+        type=RAM_BOUNDS["steps"],
         help="stop after this many steps in total (overrides --epochs)",
     )
     t.add_argument(
         "--batch-size",
-        type=Range(int, 1, 65536),
+        type=RAM_BOUNDS["batch_size"],
         default=64,
         help="minibatch size (default: %(default)s)",
     )
@@ -566,33 +651,45 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "--anneal",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="decay the learning rate linearly to 0 by the last step or the time limit, whichever comes first (default: on)",
+        help="decay the learning rate linearly to 0 by the last step or the end of "
+        "the time budget, whichever comes first (default: on)",
     )
     t.add_argument(
         "--val",
-        type=nonneg,
-        help="hold out the last N training images for validation and model choice; 0: none (default: 5000, a tenth of --limit)",
+        type=RAM_BOUNDS["val"],
+        help="hold out the last N training images for validation and model choice; "
+        "0: none (default: 5000, a tenth of --limit)",
     )
     t.add_argument(
         "--patience",
-        type=pos,
-        help="stop after this many epochs without a better validation error (default: never)",
-    )
-    t.add_argument(
-        "--time-limit",
-        type=Range(float, 0, lo_open=True),
-        help="stop (evaluate, checkpoint) after this many seconds; --resume continues",
+        type=RAM_BOUNDS["patience"],
+        help="stop after this many epochs without a better validation error "
+        "(default: never)",
     )
     t.add_argument("--seed", type=Range(int, 0, 2**31 - 1), default=0)
     t.add_argument(
         "--limit",
-        type=pos,
+        type=RAM_BOUNDS["limit"],
         help="use only the first N training and test images (quick runs)",
     )
     t.add_argument(
-        "--policy-grad-to-core",
+        "--download",
         action="store_true",
-        help="let the REINFORCE gradient reach the core and glimpse networks (the paper's full gradient)",
+        default=None,
+        help="fetch MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing even when "
+        "SAT_TUTORIAL_OFFLINE=1 (without the flag it is fetched on first use where "
+        "there is a network)",
+    )
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+
+# %% ../nbs/03b_ram_training.ipynb #ramcli02
+def _run_flags(t: argparse.ArgumentParser) -> None:
+    "Where the run goes and what it may use: the flags every training command shares."
+    t.add_argument(
+        "--time-budget",
+        type=Range(float, 0, 60 * 24 * 30, lo_open=True),
+        help="minutes of wall-clock to train for (evaluate, checkpoint, stop); "
+        "--resume continues",
     )
     t.add_argument(
         "--device",
@@ -613,15 +710,27 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         action="store_true",
         help="replace a run already in OUT (default: refuse)",
     )
-    t.add_argument(
-        "--download",
-        action="store_true",
-        default=None,
-        help="fetch MNIST into $SAT_TUTORIAL_DATA/mnist/raw if missing even when "
-        "SAT_TUTORIAL_OFFLINE=1 (without the flag it is fetched on first use where "
-        "there is a network)",
+
+# %% ../nbs/03b_ram_training.ipynb #ramcli03
+def add_cli(subparsers) -> argparse.ArgumentParser:
+    "Register `ram train` and `ram evaluate` on an argparse subparsers object."
+    p = subparsers.add_parser(
+        "ram",
+        help="recurrent attention model (Mnih et al. 2014) on MNIST tasks",
+        description="Train and evaluate RAM on 28×28, translated or cluttered MNIST.",
     )
-    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub = p.add_subparsers(
+        dest="ram_command", metavar="{train,evaluate}", required=True
+    )
+    t = sub.add_parser(
+        "train",
+        help="train RAM with the hybrid loss",
+        description="Train RAM; writes OUT/ram.pt (last), OUT/best.pt (best on "
+        "validation) and OUT/metrics.json.",
+    )
+    _model_flags(t)
+    _training_flags(t)
+    _run_flags(t)
     t.set_defaults(func=_cmd_train)
     e = sub.add_parser(
         "evaluate",
@@ -639,13 +748,16 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         "--mc-samples",
         type=Range(int, 0, 1000),
         default=0,
-        help="average class probabilities over K sampled glimpse sequences (not in the paper); 0: look at the policy means (default)",
+        help="average class probabilities over K sampled glimpse sequences (not in "
+        "the paper); 0: look at the policy means (default)",
     )
     e.add_argument(
         "--start",
         choices=["centre", "random"],
         default="centre",
-        help="first glimpse of the test episode: the centre (deterministic) or uniform over the image, drawn with --seed, as in training (default: %(default)s)",
+        help="first glimpse of the test episode: the centre (deterministic) or "
+        "uniform over the image, drawn with --seed, as in training (default: "
+        "%(default)s)",
     )
     e.add_argument(
         "--seed",
@@ -653,7 +765,9 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         default=0,
         help="seed of the random first glimpses (default: %(default)s)",
     )
-    e.add_argument("--limit", type=pos, help="use only the first N test images")
+    e.add_argument(
+        "--limit", type=RAM_BOUNDS["limit"], help="use only the first N test images"
+    )
     e.add_argument("--device", default="auto")
     e.set_defaults(func=_cmd_evaluate)
     return p
