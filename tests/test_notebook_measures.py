@@ -34,7 +34,6 @@ PAPER_NOTEBOOKS = {
 DEBT = {
     "01_data": (58.8, 145),
     "01b_feature_store": (18.4, 123),
-    "03b_ram_training": (65.6, 184),
     "04b_draw_training": (47.4, 120),  # +0.1: the --threads flag (issue 49)
     "10_adaptive_attention": (62.4, 75),
     "12_training": (60.8, 125),
@@ -43,7 +42,6 @@ DEBT = {
     "12e_fit_captioners": (61.9, 90),  # split from 12c_fit (67.0, 90)
     "13_api": (33.4, 150),
     "13b_cli": (89.2, 179),  # +0.3: the --threads flag (issue 49)
-    "14_attention_ocr": (56.8, 113),
     "15_transformer": (75.6, 151),
 }
 
