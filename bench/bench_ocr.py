@@ -23,7 +23,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from sat_tutorial.ocr import BLOCKS, OCRConfig, WordEncoder, train_ocr  # noqa: E402
+from sat_tutorial.ocr import BLOCKS, OCRConfig, WordEncoder  # noqa: E402
+from sat_tutorial.ocr_training import train_ocr  # noqa: E402
 
 
 def width_for_budget(kind: str, budget: int, iterations: int, feature_dim: int) -> int:
@@ -122,7 +123,7 @@ def main(argv=None) -> int:
     _, m = train_ocr(
         cfg,
         args.out / args.encoder,
-        time_limit=60 * args.minutes,
+        time_budget=args.minutes,
         progress=False,
         overwrite=True,
     )

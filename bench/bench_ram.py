@@ -152,7 +152,7 @@ def train(args):
         cfg,
         out=ROOT / "bench" / "out" / f"ram_{args.task}",
         progress=args.progress,
-        time_limit=budget,
+        time_budget=args.minutes,
         overwrite=True,
     )
     wall = time.perf_counter() - t

@@ -427,10 +427,10 @@ def write_checkpoint(state: dict, path) -> Path:
         ) from None
 
 # %% ../nbs/12c_fit.ipynb #589371a0
-def check_finite(state: dict, path) -> dict:
-    """Refuse a checkpoint whose weights hold NaN or infinity (a run that diverged),
-    naming the first such tensor."""
-    for part in ("encoder", "model"):
+def check_finite(state: dict, path, parts=("encoder", "model")) -> dict:
+    """Refuse a checkpoint whose weights (the state dicts under `parts`) hold NaN or
+    infinity (a run that diverged), naming the first such tensor."""
+    for part in parts:
         for k, v in (state.get(part) or {}).items():
             if torch.is_tensor(v) and v.is_floating_point() and not v.isfinite().all():
                 raise InputError(

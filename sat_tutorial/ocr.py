@@ -5,17 +5,18 @@ from __future__ import annotations
 import argparse, json, math, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from sat_tutorial.core import (
+    InputError,
+    Range,
     get_device,
-    load_checkpoint,
-    save_checkpoint,
     seed_everything,
 )
 from .data import Vocab
 from .decoding import beam_search, greedy
+from .runs import RunRecord, load_run, register_kind
 from .soft_attention import SoftAttentionCaptioner
 from sat_tutorial.ocr_data import (  # notebook 14b; kept reachable as ocr.<name>
     ALPHABET,
@@ -33,9 +34,9 @@ from sat_tutorial.ocr_data import (  # notebook 14b; kept reachable as ocr.<name
 )
 
 # %% auto #0
-__all__ = ['BLOCKS', 'edit_distance', 'RecursiveConv', 'RecurrentConv', 'PlainConv', 'receptive_field', 'sinusoids',
-           'WordEncoder', 'CharDecoder', 'OCRConfig', 'OCRModel', 'char_error_rate', 'closest_word', 'attention_in_box',
-           'evaluate_ocr', 'train_ocr', 'load_ocr', 'add_cli']
+__all__ = ['BLOCKS', 'OCR_BOUNDS', 'edit_distance', 'OCR_VERSION', 'RecursiveConv', 'RecurrentConv', 'PlainConv',
+           'receptive_field', 'sinusoids', 'WordEncoder', 'CharDecoder', 'OCRConfig', 'OCRModel', 'char_error_rate',
+           'closest_word', 'attention_in_box', 'evaluate_ocr', 'ocr_config', 'load_ocr', 'add_cli']
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020
 def _conv(C: int, k: int, bias: bool = True) -> nn.Conv2d:
@@ -209,6 +210,28 @@ class CharDecoder(SoftAttentionCaptioner):
         )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00036
+# the largest value of each size, for `ocr train` and `OCRConfig` alike. Memory grows
+# with each: the block keeps a (B, C, H/4, W/4) activation per iteration for the
+# backward pass (4 MiB at the defaults, so 16 iterations stay near 130 MiB a batch
+# where 100,000 grew past 7 GB), and the rendered images stay in memory at H·W bytes
+# each (200,000 of 32×128 are 820 MB).
+OCR_BOUNDS = {
+    "channels": Range(int, 1, 1024),
+    "iterations": Range(int, 1, 16),
+    "feature_dim": Range(int, 1, 4096),
+    "embed_dim": Range(int, 1, 4096),
+    "hidden_dim": Range(int, 1, 4096),
+    "attention_dim": Range(int, 1, 4096),
+    "height": Range(int, 4, 512),
+    "width": Range(int, 4, 2048),
+    "n_train": Range(int, 1, 200_000),
+    "n_test": Range(int, 1, 100_000),
+    "batch_size": Range(int, 1, 4096),
+    "steps": Range(int, 1, 10_000_000),
+    "clip": Range(float, 0, 1e6),
+}
+
+
 @dataclass
 class OCRConfig:
     """Everything a run needs: data, encoder, decoder, optimisation. Defaults: a full
@@ -231,6 +254,13 @@ class OCRConfig:
     lr: float = 1e-3
     steps: int = 20000
     seed: int = 0
+    clip: float = 5.0  # the gradients' global norm at most (0: no clipping)
+    amp: bool = False  # autocast (bf16 on a CPU; the GPU's choice with amp_dtype)
+    amp_dtype: str = "auto"
+
+    def __post_init__(self):
+        for k, bound in OCR_BOUNDS.items():  # the command line's bounds, in Python
+            bound.check(getattr(self, k), k)
 
     def render(self) -> RenderConfig:
         return RenderConfig(height=self.height, width=self.width)
@@ -349,147 +379,30 @@ def evaluate_ocr(
         )
     return {**out, "readings": hyps}
 
-# %% ../nbs/14_attention_ocr.ipynb #ocr00042
-def _datasets(cfg: OCRConfig) -> tuple[WordImages, WordImages, list[str]]:
-    """Training and test images from disjoint word lists (train seed 2s, test seed 2s +
-    1), and the test words."""
-    train_words, test_words = split_words(load_words(), cfg.test_fraction, cfg.seed)
-    return (
-        WordImages(train_words, cfg.n_train, 2 * cfg.seed, cfg.render()),
-        WordImages(test_words, cfg.n_test, 2 * cfg.seed + 1, cfg.render()),
-        test_words,
-    )
-
-
-def train_ocr(
-    cfg: OCRConfig,
-    out: str | Path | None = None,
-    time_limit: float | None = None,
-    progress: bool = True,
-    device="cpu",
-    overwrite: bool = False,
-) -> tuple[OCRModel, dict]:
-    """Train an `OCRModel` for `cfg.steps` steps (or `time_limit` CPU seconds); evaluate
-    on held-out words; write `out/ocr.pt` and `out/metrics.json`."""
-    from tqdm.auto import tqdm
-
-    out, device = Path(out) if out is not None else None, get_device(device)
-    if out is not None and (out / "ocr.pt").exists() and not overwrite:
-        raise ValueError(
-            f"{out / 'ocr.pt'} exists; pass --overwrite (overwrite=True) or choose another --out"
-        )
-    seed_everything(cfg.seed)
-    t_render = time.perf_counter()
-    train, test, test_words = _datasets(cfg)
-    t_render = time.perf_counter() - t_render
-    model = OCRModel(cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    rng, history, run, step, t0, wall = (
-        np.random.default_rng((cfg.seed, 1)),
-        [],
-        [],
-        0,
-        time.process_time(),
-        time.perf_counter(),
-    )
-    bar = tqdm(total=cfg.steps, disable=not progress, desc=f"ocr {cfg.encoder}")
-    while (
-        done := max(
-            step / cfg.steps,
-            (time.process_time() - t0) / time_limit if time_limit else 0.0,
-        )
-    ) < 1:
-        for g in opt.param_groups:
-            g["lr"] = cfg.lr * 0.5 * (1 + math.cos(math.pi * done))
-        x, caps, lengths = train.batch(
-            rng.integers(len(train), size=cfg.batch_size), model.vocab
-        )
-        model.train()
-        loss, _ = model.decoder.loss(
-            model.encoder(x.to(device)), caps.to(device), lengths.to(device)
-        )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        opt.step()
-        run.append(float(loss.detach()))
-        step += 1
-        bar.update(1)
-        if step % 50 == 0 or step == cfg.steps:
-            history.append(
-                {
-                    "step": step,
-                    "loss": float(np.mean(run)),
-                    "cpu_seconds": time.process_time() - t0,
-                }
-            )
-            run = []
-            bar.set_postfix(loss=f"{history[-1]['loss']:.3f}")
-    bar.close()
-    cpu, wall, ev = (
-        time.process_time() - t0,
-        time.perf_counter() - wall,
-        evaluate_ocr(model.cpu(), test, lexicon=test_words),
-    )
-    metrics = {
-        "config": asdict(cfg),
-        "steps": step,
-        "train_cpu_seconds": cpu,
-        "train_wall_seconds": wall,
-        "render_seconds": t_render,
-        "images_per_second_rendered": (len(train) + len(test)) / t_render,
-        "history": history,
-        "parameters": {
-            "encoder": sum(p.numel() for p in model.encoder.parameters()),
-            "decoder": sum(p.numel() for p in model.decoder.parameters()),
-        },
-        **{k: v for k, v in ev.items() if k != "readings"},
-    }
-    if out is not None:
-        save_checkpoint(
-            {
-                "model": model.state_dict(),
-                "config": asdict(cfg),
-                "vocab": model.vocab.itos,
-                "test_words": test_words,
-                "step": step,
-                "history": history,
-            },
-            out / "ocr.pt",
-        )
-        tmp = out / ".metrics.json.tmp"
-        tmp.write_text(json.dumps(metrics, indent=1))
-        tmp.replace(out / "metrics.json")
-    return model, metrics
-
 # %% ../nbs/14_attention_ocr.ipynb #ocr00042c
-def load_ocr(path: str | Path) -> tuple[OCRModel, dict]:
-    "An `OCRModel` from a checkpoint of `train_ocr`, and the checkpoint."
-    try:
-        ck = load_checkpoint(path)
-    except ValueError as e:
-        raise ValueError(
-            f"{path} could not be loaded: truncated, corrupt, or not a torch checkpoint"
-        ) from e
-    if not isinstance(ck, dict) or not {"model", "config", "vocab"} <= set(ck):
-        raise ValueError(
-            f"{path} is not an OCR checkpoint (written by `sat-tutorial ocr train`)"
-        )
-    cfg = OCRConfig(
-        **{
-            f.name: ck["config"][f.name]
-            for f in fields(OCRConfig)
-            if f.name in ck["config"]
-        }
+OCR_VERSION = 2  # 1: weights, config, vocabulary; 2: and the Learner's state
+
+
+def ocr_config(config: dict) -> OCRConfig:
+    "The `OCRConfig` of a run file's config (fields it does not know are ignored)."
+    return OCRConfig(
+        **{f.name: config[f.name] for f in fields(OCRConfig) if f.name in config}
     )
-    model = OCRModel(cfg, Vocab(ck["vocab"]))
-    try:
-        model.load_state_dict(ck["model"])
-    except RuntimeError as e:
-        raise ValueError(
-            f"{path}: weights do not fit its own configuration ({str(e)[:200]})"
-        ) from e
-    return model.eval(), ck
+
+
+register_kind(
+    "ocr",
+    OCR_VERSION,
+    lambda config, ck: OCRModel(ocr_config(config), Vocab(ck["vocab"])),
+    describe="an ocr.pt written by `sat-tutorial ocr train`",
+    untagged=True,  # the first version's files have no tag
+)
+
+
+def load_ocr(path: str | Path, device="cpu") -> RunRecord:
+    """The run in an `ocr.pt` (`runs.load_run`): the `OCRModel` in eval mode, its
+    config and the checkpoint; anything else is a one-line InputError."""
+    return load_run(path, "ocr", map_location=device)
 
 # %% ../nbs/14_attention_ocr.ipynb #a4a579b2
 def add_cli(subparsers) -> argparse.ArgumentParser:

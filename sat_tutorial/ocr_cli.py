@@ -7,12 +7,14 @@ import json
 from pathlib import Path
 import numpy as np
 import torch
-from .core import add_threads_flag, positive_float, positive_int
-from .ocr import BLOCKS, OCRConfig, evaluate_ocr, load_ocr, train_ocr
+from .core import Range, positive_float, seed_int
+from .ocr import BLOCKS, OCR_BOUNDS, OCRConfig, evaluate_ocr, load_ocr
+from .ocr_training import train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image
+from .runs import add_run_flags
 
 # %% auto #0
-__all__ = ['add_cli']
+__all__ = ['BEAM_BOUND', 'add_cli']
 
 # %% ../nbs/14c_ocr_cli.ipynb #ocr00053b
 _INT_FLAGS = {
@@ -25,6 +27,7 @@ _INT_FLAGS = {
     "steps": "training steps at most",
     "batch_size": "images per step",
 }
+BEAM_BOUND = Range(int, 1, 100)  # 26 letters: a wider beam keeps near-duplicates
 
 
 def _cmd_train(args) -> int:
@@ -32,15 +35,18 @@ def _cmd_train(args) -> int:
         encoder=args.encoder,
         lr=args.lr,
         seed=args.seed,
+        clip=args.clip,
+        amp=args.amp,
         **{f: getattr(args, f) for f in _INT_FLAGS},
     )
     _, m = train_ocr(
         cfg,
-        args.out,
-        None if args.minutes is None else 60 * args.minutes,
-        not args.quiet,
-        args.device,
-        args.overwrite,
+        Path(args.out),
+        time_budget=args.time_budget,
+        progress=not args.quiet,
+        device=args.device,
+        overwrite=args.overwrite,
+        resume=args.resume,
     )
     keys = (
         "steps",
@@ -58,7 +64,8 @@ def _cmd_train(args) -> int:
 
 
 def _cmd_evaluate(args) -> int:
-    model, ck = load_ocr(args.checkpoint)
+    run = load_ocr(args.checkpoint)
+    model, ck = run.model, run.checkpoint
     data = WordImages(
         ck["test_words"],
         args.n_test or model.cfg.n_test,
@@ -80,7 +87,7 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_read(args) -> int:
-    model, _ = load_ocr(args.checkpoint)
+    model = load_ocr(args.checkpoint).model
     images = np.stack(
         [load_word_image(p, model.cfg.height, model.cfg.width) for p in args.images]
     )  # all checked first
@@ -90,7 +97,7 @@ def _cmd_read(args) -> int:
 
 # %% ../nbs/14c_ocr_cli.ipynb #639f6fe8
 def _train_flags(t: argparse.ArgumentParser) -> None:
-    "The flags of `ocr train`: the configuration, the run and where it goes."
+    "The flags of `ocr train`: the configuration, then the flags every run shares."
     t.add_argument(
         "--encoder",
         choices=list(BLOCKS),
@@ -100,9 +107,9 @@ def _train_flags(t: argparse.ArgumentParser) -> None:
     for f, h in _INT_FLAGS.items():
         t.add_argument(
             "--" + f.replace("_", "-"),
-            type=positive_int,
+            type=OCR_BOUNDS[f],
             default=getattr(OCRConfig, f),
-            help=h + " (default: %(default)s)",
+            help=f"{h} (default: %(default)s, at most {OCR_BOUNDS[f].hi:,})",
         )
     t.add_argument(
         "--lr",
@@ -111,25 +118,26 @@ def _train_flags(t: argparse.ArgumentParser) -> None:
         help="Adam learning rate (default: %(default)s)",
     )
     t.add_argument(
-        "--minutes",
-        type=positive_float,
-        help="training time budget; the learning-rate schedule follows it",
-    )
-    t.add_argument("--seed", type=int, default=0)
-    add_threads_flag(t)
-    t.add_argument(
-        "--device", default="cpu", help="cpu, cuda, auto (default: %(default)s)"
+        "--clip",
+        type=OCR_BOUNDS["clip"],
+        default=OCRConfig.clip,
+        help="clip the gradients' global norm at this value; 0: no clipping "
+        "(default: %(default)s)",
     )
     t.add_argument(
-        "--out",
-        type=Path,
-        default=Path("runs/ocr"),
-        help="output folder (default: %(default)s)",
+        "--amp",
+        action="store_true",
+        help="mixed precision: bfloat16 autocast (float16 with loss scaling on a GPU "
+        "without bfloat16)",
     )
-    t.add_argument(
-        "--overwrite", action="store_true", help="replace OUT/ocr.pt if it exists"
-    )
+    t.add_argument("--seed", type=seed_int, default=0)
     t.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_run_flags(
+        t,
+        last="ocr.pt",
+        out="runs/ocr",
+        budget_note="; the learning-rate schedule follows it",
+    )
     t.set_defaults(func=_cmd_train)
 
 # %% ../nbs/14c_ocr_cli.ipynb #ocr00053f
@@ -158,7 +166,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     )
     e.add_argument(
         "--n-test",
-        type=positive_int,
+        type=OCR_BOUNDS["n_test"],
         help="images to render (default: the training run's)",
     )
     e.add_argument("--json", type=Path, help="write the result here as JSON")
@@ -177,7 +185,7 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         )
         q.add_argument(
             "--beam-size",
-            type=positive_int,
+            type=BEAM_BOUND,
             default=1,
             help="(default: %(default)s, greedy)",
         )

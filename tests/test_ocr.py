@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from sat_tutorial import cli, ocr
+from sat_tutorial import cli, ocr, ocr_training
 from sat_tutorial.decoding import beam_search, greedy
 
 TINY = [
@@ -91,8 +91,8 @@ def test_flickr8k_words_when_present(monkeypatch, tmp_path):
 def test_dataset_deterministic_and_held_out(monkeypatch, tmp_path):
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
     cfg = ocr.OCRConfig(n_train=30, n_test=20, seed=1)
-    train, test, test_words = ocr._datasets(cfg)
-    again = ocr._datasets(cfg)
+    train, test, test_words = ocr_training._datasets(cfg)
+    again = ocr_training._datasets(cfg)
     np.testing.assert_array_equal(train.images, again[0].images)
     np.testing.assert_array_equal(test.images, again[1].images)
     assert set(test.words) <= set(test_words) and not set(train.words) & set(test_words)
@@ -350,7 +350,13 @@ def test_cli_help_lists_the_commands(monkeypatch, capsys):
     [
         (["ocr", "train", "--steps", "0"], "--steps"),
         (["ocr", "train", "--lr", "nan"], "--lr"),
-        (["ocr", "train", "--minutes", "-1"], "--minutes"),
+        (["ocr", "train", "--time-budget", "-1"], "--time-budget"),
+        (["ocr", "train", "--iterations", "100000"], "--iterations"),
+        (["ocr", "train", "--n-train", "200001"], "--n-train"),
+        (
+            ["ocr", "read", "--checkpoint", "x.pt", "--beam-size", "101", "a.png"],
+            "--beam",
+        ),
         (["ocr", "train", "--encoder", "lstm"], "--encoder"),
         (["ocr", "read", "--checkpoint", "x.pt"], "IMAGE"),
     ],
@@ -389,7 +395,7 @@ def test_cli_bad_files_one_line(checkpoint, tmp_path, monkeypatch, capsys):
     torch.save({"model": {}}, tmp_path / "other.pt")
     one_line_error(
         ["ocr", "evaluate", "--checkpoint", str(tmp_path / "other.pt")],
-        "not an OCR checkpoint",
+        "ocr",
     )
     before = checkpoint.read_bytes()
     one_line_error(

@@ -1,0 +1,171 @@
+"""`ocr train` through the Learner (issue 50): the output folder checked before any
+image is rendered, a NaN loss stopping with one line, exact resume after Ctrl-C, the
+size bounds in the CLI and the API, --time-budget in minutes, the run file's kind."""
+
+import collections, os, signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from sat_tutorial import ocr_training
+from sat_tutorial.cli import main
+from sat_tutorial.core import InputError, load_checkpoint
+from sat_tutorial.learner import Callback, Clock, Interrupted
+from sat_tutorial.ocr import OCRConfig, load_ocr
+from sat_tutorial.ocr_training import train_ocr
+
+TINY = dict(
+    channels=8,
+    feature_dim=16,
+    embed_dim=8,
+    hidden_dim=16,
+    attention_dim=8,
+    n_train=48,
+    n_test=8,
+    batch_size=8,
+)
+TINY_FLAGS = "--n-train 48 --n-test 8 --channels 8 --feature-dim 16 --hidden-dim 16"
+TINY_FLAGS = [*TINY_FLAGS.split(), "--batch-size", "8", "--quiet", "--device", "cpu"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def one_line(capsys, *needles):
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "read_only", "a_run"])
+def test_bad_out_is_refused_before_rendering(tmp_path, capsys, monkeypatch, where):
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "ocr.pt").write_bytes(b"an earlier run")
+    out = {
+        "file": f,
+        "under_file": f / "run",
+        "read_only": tmp_path / "ro" / "run",
+        "a_run": run,
+    }[where]
+    if where == "read_only":
+        (tmp_path / "ro").mkdir()
+        real = os.access  # root writes anywhere: the check asks os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
+        )
+
+    def no_images(cfg):
+        raise AssertionError("images were rendered before --out was checked")
+
+    monkeypatch.setattr(ocr_training, "_datasets", no_images)
+    code = main(["ocr", "train", "--steps", "2", "--out", str(out), *TINY_FLAGS])
+    why = {"read_only": "is read-only", "a_run": "--overwrite"}.get(where, "is a file")
+    assert code == 1
+    one_line(capsys, "--out", why)
+    assert (run / "ocr.pt").read_bytes() == b"an earlier run"
+
+
+def test_nan_loss_stops_with_one_line(tmp_path, capsys, monkeypatch):
+    real, calls = ocr_training.char_objective, []
+
+    def poisoned(model, device):
+        objective = real(model, device)
+
+        def nan_at_3(learn, batch):
+            loss, stats = objective(learn, batch)
+            calls.append(1)
+            return (loss * float("nan") if len(calls) == 3 else loss), stats
+
+        return nan_at_3
+
+    monkeypatch.setattr(ocr_training, "char_objective", poisoned)
+    out = tmp_path / "run"
+    argv = ["ocr", "train", "--steps", "5", "--out", str(out), *TINY_FLAGS]
+    assert main(argv) == 1 and len(calls) == 3
+    one_line(capsys, "step 3", "nan")
+    assert not (out / "metrics.json").exists()
+
+
+class CtrlCAt(Callback):
+    order = 5
+
+    def __init__(self, at):
+        self.at = at
+
+    def before_batch(self, learn):
+        if learn.step + 1 == self.at:
+            signal.raise_signal(signal.SIGINT)
+
+
+def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
+    cfg = OCRConfig(**TINY, steps=7)
+    straight, m1 = train_ocr(cfg, tmp_path / "a", progress=False)
+    with pytest.raises(Interrupted, match="step 4 saved"):
+        train_ocr(cfg, tmp_path / "b", progress=False, cbs=[CtrlCAt(4)])
+    assert load_checkpoint(tmp_path / "b" / "ocr.pt")["step"] == 4
+    resumed, m2 = train_ocr(cfg, tmp_path / "b", progress=False, resume=True)
+    for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert [h["loss"] for h in m1["history"]] == [h["loss"] for h in m2["history"]]
+    assert m1["cer"] == m2["cer"] and m2["steps"] == 7
+    run = load_ocr(tmp_path / "b" / "ocr.pt")
+    assert (run.kind, run.version, run.config["steps"]) == ("ocr", 2, 7)
+
+
+class MinutePerStep(Clock):
+    def before_fit(self, learn):
+        self.learn = learn
+        super().before_fit(learn)
+
+    def minutes(self):
+        learn = getattr(self, "learn", None)
+        return float(learn.step) if learn is not None else self.spent
+
+
+def test_time_budget_is_minutes_of_the_clock(tmp_path, monkeypatch):
+    "A 4-minute budget at a minute a step: 4 steps, the cosine over the 4 minutes."
+    monkeypatch.setattr(ocr_training, "Clock", MinutePerStep)
+    lrs = []
+
+    class Rates(Callback):
+        def after_step(self, learn):
+            lrs.append(learn.opt.param_groups[0]["lr"])
+
+    cfg = OCRConfig(**TINY, steps=1000, lr=1e-3)
+    _, m = train_ocr(cfg, None, time_budget=4.0, progress=False, cbs=[Rates()])
+    assert m["steps"] == 4
+    want = [
+        1e-3 * 0.5 * (1 + torch.cos(torch.tensor(k / 4 * torch.pi))) for k in range(4)
+    ]
+    assert lrs == pytest.approx([float(w) for w in want])
+
+
+def test_time_budget_flag_is_minutes(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake(cfg, out, **kw):
+        seen.update(kw)
+        return None, collections.defaultdict(int)  # every metric 0
+
+    monkeypatch.setattr("sat_tutorial.ocr_cli.train_ocr", fake)
+    argv = ["ocr", "train", "--time-budget", "1.5", "--out", str(tmp_path / "r")]
+    assert main([*argv, *TINY_FLAGS]) == 0 and seen["time_budget"] == 1.5
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("iterations", 100_000), ("n_train", 10**6), ("batch_size", 10**5), ("clip", -1)],
+)
+def test_the_same_bounds_in_the_api(field, value):
+    with pytest.raises(InputError, match=field):
+        OCRConfig(**{field: value})
