@@ -313,7 +313,7 @@ def load_captioner(
     if not paths:
         raise InputError("load_captioner needs a checkpoint")
     dev = get_device(device)
-    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live)
+    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live).model
     set_reads(model, reads, " + ".join(map(str, paths)))
     if cfg.features:  # trained on stored features: run the backbone that made them
         enc = (

@@ -42,7 +42,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         )
 
 
-_DEVICE_HELP = "auto (a GPU if there is one) | cpu | cuda | cuda:N | mps"
+from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% ../nbs/13b_cli.ipynb #baeda6f3
 _FLAG_HELP = {
@@ -62,7 +62,6 @@ _FLAG_HELP = {
     "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an EfficientNet-Lite's native size; "
     "with --features: the size they were extracted at)",
     "steps": "training steps (0: use --epochs)",
-    "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps",
     "patience": "early stop after N validations without CIDEr gain",
     "length_pool": "put captions of similar length in a batch: sort each run of N shuffled batches by length, then shuffle the batches (less padding, faster steps; 0: plain shuffle)",
@@ -167,6 +166,7 @@ def writable_file(path, flag: str) -> Path:
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import RUN_FILES, Interrupted, StopRun, check_out, replace_old
+from .runs import add_run_flags, check_run_flags
 
 # every training command checks --out with the Learner's `check_out` (notebook 12c)
 
@@ -183,27 +183,16 @@ def add_train(sub) -> None:
         "share each batch (distributed data parallel). Options left out take the defaults shown: the "
         "scenes preset (small model, CPU-sized) for --data scenes, the paper's sizes for real datasets.",
     )
-    p.add_argument(
-        "--out", required=True, help="output folder for checkpoints and logs"
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in OUT (from OUT/last.pt)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the run already in OUT (its files are deleted once the new run "
-        "has written its first checkpoint)",
-    )
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP + " (default: auto)")
+    budget = f"; the learning rate decays over them ({_defaults('time_budget')})"
+    add_run_flags(p, time_budget=None, budget_note=budget)  # --out ... --threads
     p.add_argument(
         "--evaluate",
         action="store_true",
         help="after training, evaluate best.pt on the test split (beam 3)",
     )
     for f in fields(TrainConfig):
+        if f.name == "time_budget":  # a flag every training command shares
+            continue
         flag = "--" + f.name.replace("_", "-")
         text = _FLAG_HELP.get(f.name, f.name.replace("_", " "))
         text = (
@@ -230,7 +219,6 @@ def add_train(sub) -> None:
         else:
             typ = CONFIG_RANGES.get(f.name, str)  # every number with its range
             p.add_argument(flag, type=typ, default=None, help=text)
-    add_threads_flag(p)
     p.set_defaults(func=cmd_train)
 
 
@@ -287,13 +275,11 @@ def cmd_train(args) -> int:
 
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
-    old = check_out(out, args.resume, args.overwrite)  # before anything is written
+    old = check_run_flags(args)  # --out, --device: before anything is written
     cfg = config_from_args(args)
     if args.evaluate and cfg.data == "scenes" and not cfg.n_test:
         raise InputError("--evaluate needs test scenes: --n-test is 0")
     out.mkdir(parents=True, exist_ok=True)
-    get_device(args.device)  # a bad --device fails before anything is written
-
     if rank == 0:
         print(f"training {cfg.model} on {cfg.data} -> {out}")
     summary = fit(
@@ -308,7 +294,7 @@ def cmd_train(args) -> int:
             f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}"
         )
         if args.evaluate:
-            enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt")
+            enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt").model
             recs, tf, loader = split_inputs(cfg, "test")
             m, caps = evaluate(
                 enc,
@@ -422,7 +408,8 @@ def cmd_evaluate(args) -> int:
     if args.json:
         writable_file(args.json, "--json")
     names = " + ".join(map(str, args.checkpoint))
-    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=args.live_weights)
+    live = args.live_weights
+    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=live).model
     set_reads(model, args.reads, names)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit:
@@ -793,7 +780,7 @@ def cmd_demo(args) -> int:
     if cut:
         run["note"] = cut
         print(cut, file=sys.stderr)
-    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt")
+    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt").model
     print(f"captioning {len(recs['test'])} held-out scenes (beam 3) ...")
     m, caps = evaluate(
         enc,

@@ -15,7 +15,7 @@ import torch.nn as nn
 
 from sat_tutorial.core import (
     InputError,
-    add_threads_flag,
+    Range,
     get_device,
     load_checkpoint,
     rng_state,
@@ -38,20 +38,28 @@ from sat_tutorial.draw import (
 )
 from sat_tutorial.learner import (
     Callback,
+    Checkpoint,
     Clip,
     Clock,
     Learner,
     Limits,
     ProgressBar,
-    check_finite,
     check_out,
     replace_old,
-    write_checkpoint,
+)
+from sat_tutorial.runs import (
+    RunRecord,
+    add_run_flags,
+    check_run_flags,
+    format_tag,
+    load_run,
+    register_kind,
+    save_run,
 )
 
 # %% auto #0
-__all__ = ['PAPER_NLL', 'DRAW_FORMAT', 'DRAW_CONFIG', 'RUN_FILES', 'batch_indices', 'fit', 'evaluate', 'plot_canvas_strip',
-           'load_draw', 'add_cli']
+__all__ = ['PAPER_NLL', 'DRAW_CONFIG', 'RUN_FILES', 'DRAW_KIND', 'DRAW_FORMAT', 'batch_indices', 'fit', 'evaluate',
+           'plot_canvas_strip', 'load_draw', 'add_cli']
 
 # %% ../nbs/04b_draw_training.ipynb #66e77247
 @functools.lru_cache(maxsize=2)
@@ -62,7 +70,8 @@ def _permutation(n: int, seed: int, epoch: int) -> torch.Tensor:
 
 
 def batch_indices(n: int, batch_size: int, step: int, seed: int = 0) -> torch.Tensor:
-    "Indices of minibatch `step`: each epoch is a fresh permutation seeded by (seed, epoch); the last partial batch is dropped."
+    """Indices of minibatch `step`: each epoch is a fresh permutation seeded by (seed,
+    epoch); the last partial batch is dropped."""
     per_epoch = n // batch_size
     epoch, k = divmod(step, per_epoch)
     return _permutation(n, seed, epoch)[k * batch_size : (k + 1) * batch_size]
@@ -80,13 +89,22 @@ def fit(
     start_step: int = 0,
     callback=None,
     progress: bool = False,
+    save=None,
+    every: int = 0,
+    budget: float = 0.0,
+    spent: float = 0.0,
+    history: list | None = None,
 ) -> list[float]:
-    """Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from `start_step` to `steps`, through
-    the Learner of notebook 12c; `callback(step, opt, losses)` after every step. Returns the loss of every step."""
+    """Train `model` with Adam on the bound $\\mathcal L^x + \\mathcal L^z$ from
+    `start_step` to `steps`, through the Learner of notebook 12c; `callback(step, opt,
+    losses)` after every step. `save(learn, name)` writes the checkpoint every `every`
+    steps and when the run ends or stops (after Ctrl-C too, and the Learner says
+    where); `budget`: minutes of wall-clock time for the run, `spent` of them used
+    before a resume. Returns the loss of every step, appended to `history` if given."""
     device = model.c_0.device
     opt = opt if opt is not None else torch.optim.Adam(model.parameters(), lr=lr)
     model.train()
-    losses = []
+    losses = history if history is not None else []
 
     def batches(learn):  # minibatch `step` of the fixed order, from the Learner's step
         for step in itertools.count(learn.step):
@@ -98,14 +116,18 @@ def fit(
         return (L_x + L_z).mean(), {}
 
     class Losses(Callback):
-        order = 85
+        order = 70  # before the checkpoint, which then holds the step's loss
 
         def after_step(self, learn):
             losses.append(learn.stats["loss"])
             if callback is not None:
                 callback(learn.step, opt, losses)
 
-    cbs = [Limits(Clock()), Clip(clip), Losses(), ProgressBar("draw train", progress)]
+    clock = Clock(budget)
+    clock.spent = spent
+    cbs = [clock, Limits(clock), Clip(clip), Losses()]
+    cbs += [ProgressBar("draw train", progress)]
+    cbs += [Checkpoint(save, every, "checkpoint.pt")] if save is not None else []
     learn = Learner(opt, bound, batches, steps, cbs)
     learn.step = start_step
     learn.fit()
@@ -116,7 +138,8 @@ def fit(
 def evaluate(
     model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int = 0
 ) -> dict:
-    "Mean $\\mathcal L^x$, $\\mathcal L^z$ and the NLL bound (nats per image) over all of `data`, with the noise of z seeded."
+    """Mean $\\mathcal L^x$, $\\mathcal L^z$ and the NLL bound (nats per image) over
+    all of `data`, with the noise of z seeded."""
     device, was_training = model.c_0.device, model.training
     model.eval()
     sums = torch.zeros(2, dtype=torch.float64)
@@ -138,7 +161,8 @@ def plot_canvas_strip(
     first: torch.Tensor | None = None,
     title: str | None = None,
 ):
-    "Rows = images, columns = steps: `canvases` `(T, n, B, A)`; `windows`: `(params (T, n, 5), N, color)` to draw; `first`: a column to prepend (e.g. the data)."
+    """Rows = images, columns = steps: `canvases` `(T, n, B, A)`; `windows`: `(params
+    (T, n, 5), N, color)` to draw; `first`: a column to prepend (e.g. the data)."""
     import matplotlib.pyplot as plt
 
     T, n = canvases.shape[:2]
@@ -179,53 +203,40 @@ PAPER_NLL = {
     "attention": 80.97,
     "no_attention": 87.40,
 }  # Gregor et al. 2015, Table 2: test NLL bound (nats), 64 glimpses
-DRAW_FORMAT = "sat_tutorial.draw/1"  # written into every DRAW checkpoint, so a loader can tell it from others
 DRAW_CONFIG = {"T", "read_n", "write_n", "z_dim", "hidden", "attention", "A", "B"}
 RUN_FILES = ("checkpoint.pt", "metrics.json")  # what `draw train` writes into --out
 
 
-def load_draw(path, map_location="cpu") -> tuple[DRAW, dict]:
-    "The model and raw checkpoint of a `checkpoint.pt` written by `draw train`; any other checkpoint is a one-line `InputError`."
-    ck = load_checkpoint(path, map_location=map_location)
-    fmt = ck.get("format") if isinstance(ck, dict) else None
-    cfg = ck.get("config") if isinstance(ck, dict) else None
-    if (
-        fmt not in (None, DRAW_FORMAT)
-        or not isinstance(cfg, dict)
-        or set(cfg) != DRAW_CONFIG
-        or "model" not in ck
-    ):
-        what = (
-            f"a {fmt} checkpoint" if isinstance(fmt, str) else "some other checkpoint"
+def _build_draw(config: dict, ck: dict) -> DRAW:
+    "The untrained DRAW a run file's config describes (notebook 12f's `build`)."
+    if set(config) != DRAW_CONFIG:
+        raise KeyError(
+            f"a DRAW config holds {sorted(DRAW_CONFIG)}, not {sorted(config)}"
         )
-        raise InputError(
-            f"{path} is not a DRAW checkpoint (it is {what}); give a checkpoint.pt written by `sat-tutorial draw train`"
-        )
-    check_finite(ck, path)
-    model = DRAW(**cfg)
-    try:
-        model.load_state_dict(ck["model"])
-    except RuntimeError as e:
-        raise InputError(
-            f"{path}: the weights do not fit the DRAW its config describes ({str(e).splitlines()[0]})"
-        ) from None
-    return model, ck
+    return DRAW(**config)
 
-# %% ../nbs/04b_draw_training.ipynb #3bc395fd
-def _train_cmd(args) -> int:
-    "`draw train`: train DRAW on binarised MNIST, checkpointing to --out; write metrics.json with the test bound."
-    out = Path(args.out)
-    ckpt_path = out / "checkpoint.pt"
-    old = check_out(
-        out, args.resume, args.overwrite, RUN_FILES, last=None
-    )  # before anything is written
-    seed_everything(args.seed)
-    device = get_device(args.device)
-    train, test = (
-        load_binarized_mnist("train", args.binarization),
-        load_binarized_mnist("test", args.binarization),
-    )
-    cfg = dict(
+
+# files written before the tag are DRAW's too, when a DRAW run is asked for
+DRAW_KIND = register_kind(
+    "draw",
+    1,
+    _build_draw,
+    describe="a checkpoint.pt written by `sat-tutorial draw train`",
+    untagged=True,
+)
+DRAW_FORMAT = format_tag("draw", DRAW_KIND.version)  # "sat_tutorial.draw/1"
+
+
+def load_draw(path, map_location="cpu") -> RunRecord:
+    """A `checkpoint.pt` written by `draw train` as a `RunRecord` (`runs.load_run`,
+    notebook 12f): `model` the DRAW, `checkpoint` the raw file; any other file is a
+    one-line `InputError`."""
+    return load_run(path, "draw", map_location=map_location)
+
+# %% ../nbs/04b_draw_training.ipynb #23527c37
+def _draw_config(args, train: BinaryImages) -> dict:
+    "The model flags of `draw train` as DRAW's config."
+    return dict(
         T=args.glimpses,
         read_n=args.read_n,
         write_n=args.write_n,
@@ -235,72 +246,28 @@ def _train_cmd(args) -> int:
         A=train.A,
         B=train.B,
     )
-    model = DRAW(**cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
-    steps = (
-        args.steps
-        if args.steps is not None
-        else args.epochs * (len(train) // args.batch_size)
-    )
-    start, seconds, losses = 0, 0.0, []
-    if args.resume and ckpt_path.exists():
-        ck = load_checkpoint(ckpt_path, map_location=device)
-        if ck["config"] != cfg:
-            raise InputError(
-                f"{ckpt_path} was trained with {ck['config']}, not {cfg}; use the same model flags or another --out"
-            )
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        start, seconds, losses = ck["step"], ck["seconds"], list(ck["losses"])
-        set_rng_state(ck["rng"])
-        print(f"resuming from {ckpt_path} at step {start}")
-    elif args.resume:
-        print(f"no checkpoint at {ckpt_path}; starting from scratch")
-    out.mkdir(parents=True, exist_ok=True)
-    print(
-        f"DRAW ({'attention' if args.attention else 'no attention'}) {cfg} on {train.source}; {steps} steps on {device}"
-    )
-    t0 = time.time()
 
-    def save(step, opt, hist):
-        if step % args.checkpoint_every and step != steps:
-            return
-        write_checkpoint(
-            {
-                "format": DRAW_FORMAT,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "step": step,
-                "config": cfg,
-                "losses": losses + hist,
-                "seconds": seconds + time.time() - t0,
-                "rng": rng_state(),
-                "data": train.source,
-                "seed": args.seed,
-                "batch_size": args.batch_size,
-                "lr": args.lr,
-            },
-            ckpt_path,
+
+def _resume(path: Path, cfg: dict, model: DRAW, opt, device) -> dict:
+    """--resume: the run in `path` loaded into `model` and `opt`, its random states
+    restored (a config other than the flags' is one line). Returns its checkpoint."""
+    rec = load_run(path, "draw", map_location=device)
+    if rec.config != cfg:
+        raise InputError(
+            f"{path} was trained with {rec.config}, not {cfg}; use the same model "
+            "flags or another --out"
         )
-        replace_old(
-            old, {ckpt_path.name}
-        )  # --overwrite: now that a new checkpoint exists
-        old.clear()
+    model.load_state_dict(rec.model.state_dict())
+    opt.load_state_dict(rec.checkpoint["optimizer"])
+    set_rng_state(rec.checkpoint["rng"])
+    print(f"resuming from {path} at step {rec.checkpoint['step']}")
+    return rec.checkpoint
 
-    hist = fit(
-        model,
-        train,
-        steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        seed=args.seed,
-        opt=opt,
-        start_step=start,
-        callback=save,
-        progress=True,
-    )
-    seconds += time.time() - t0
+
+def _write_metrics(out: Path, model, train, test, run: dict) -> dict:
+    "Evaluate on the test set and write `metrics.json` with the run's facts (`run`)."
     res = evaluate(model, test)
+    losses = run.pop("losses")
     metrics = {
         "test_nll_bound_nats": res["nll_bound"],
         "test_L_x": res["L_x"],
@@ -308,32 +275,84 @@ def _train_cmd(args) -> int:
         "test_images": res["n"],
         "paper_nll_bound_nats": PAPER_NLL,
         "marginal_bernoulli_nll_nats": marginal_nll(train, test),
-        "data": train.source,
-        "steps": steps,
-        "train_seconds": seconds,
-        "final_train_bound": float(np.mean((losses + hist)[-100:]))
-        if losses + hist
-        else None,
-        "config": cfg,
-        "batch_size": args.batch_size,
-        "lr": args.lr,
-        "seed": args.seed,
-        "device": str(device),
+        "final_train_bound": float(np.mean(losses[-100:])) if losses else None,
+        **run,
     }
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     print(
-        f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z {res['L_z']:.2f}); "
-        f"wrote {out / 'metrics.json'} and {ckpt_path}"
+        f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z "
+        f"{res['L_z']:.2f}); wrote {out / 'metrics.json'} and {out / 'checkpoint.pt'}"
     )
+    return metrics
+
+# %% ../nbs/04b_draw_training.ipynb #3bc395fd
+def _train_cmd(args) -> int:
+    """`draw train`: train DRAW on binarised MNIST, checkpointing to --out; write
+    metrics.json with the test bound."""
+    out = Path(args.out)
+    ckpt_path = out / "checkpoint.pt"
+    old = check_run_flags(args, RUN_FILES, ckpt_path.name)  # before anything is written
+    seed_everything(args.seed)
+    device = get_device(args.device)
+    train = load_binarized_mnist("train", args.binarization)
+    test = load_binarized_mnist("test", args.binarization)
+    if args.batch_size > len(train):
+        raise InputError(
+            f"--batch-size {args.batch_size} is more than the {len(train)} training "
+            "images"
+        )
+    cfg = _draw_config(args, train)
+    model = DRAW(**cfg).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    planned = args.steps or args.epochs * (len(train) // args.batch_size)
+    ck = _resume(ckpt_path, cfg, model, opt, device) if args.resume else {}
+    start, losses = ck.get("step", 0), list(ck.get("losses", []))
+    spent = ck.get("minutes", ck.get("seconds", 0.0) / 60)  # older files: seconds
+    out.mkdir(parents=True, exist_ok=True)
+    kind = "attention" if args.attention else "no attention"
+    print(f"DRAW ({kind}) {cfg} on {train.source}; {planned} steps on {device}")
+    run = dict(data=train.source, seed=args.seed, batch_size=args.batch_size)
+    run["lr"], t0 = args.lr, time.time()
+
+    def save(learn, name):
+        state = {**learn.state_dict(), "optimizer": opt.state_dict(), **run}
+        extra = dict(losses=losses, rng=rng_state())
+        learn.saved = save_run(out / name, "draw", model, cfg, **state, **extra)
+        replace_old(old, {name})  # --overwrite: now that a new checkpoint exists
+        old.clear()
+
+    fit(
+        model,
+        train,
+        planned,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        seed=args.seed,
+        opt=opt,
+        start_step=start,
+        progress=True,
+        save=save,
+        every=args.checkpoint_every,
+        budget=args.time_budget,
+        spent=spent,
+        history=losses,
+    )
+    done = start + len(losses) - len(ck.get("losses", []))
+    if done < planned:
+        print(f"--time-budget {args.time_budget} min used: {done} of {planned} steps")
+    facts = dict(steps=done, planned_steps=planned, losses=losses, config=cfg, **run)
+    facts.update(train_seconds=60 * spent + time.time() - t0, device=str(device))
+    _write_metrics(out, model, train, test, facts)
     return 0
 
 # %% ../nbs/04b_draw_training.ipynb #b68509f3
 def _sample_cmd(args) -> int:
-    "`draw sample`: draw images from a checkpoint's prior and save the canvas strip as a PNG."
+    """`draw sample`: draw images from a checkpoint's prior and save the canvas strip
+    as a PNG."""
     import matplotlib.pyplot as plt
 
-    model, ck = load_draw(args.checkpoint)
-    model.eval()
+    rec = load_draw(args.checkpoint)
+    model, ck = rec.model, rec.checkpoint
     seed_everything(args.seed)
     g = generate(model, args.n)
     windows = (
@@ -353,17 +372,20 @@ def _sample_cmd(args) -> int:
 
 # %% ../nbs/04b_draw_training.ipynb #b742b097
 def add_cli(subparsers) -> argparse.ArgumentParser:
-    "Register `draw train` and `draw sample` on an argparse `subparsers` object; returns the `draw` parser."
+    """Register `draw train` and `draw sample` on an argparse `subparsers` object;
+    returns the `draw` parser."""
     p = subparsers.add_parser(
         "draw",
         help="DRAW (Gregor et al. 2015) on binarised MNIST: train, sample",
-        description="DRAW: attentive read and write in a recurrent VAE, on binarised MNIST.",
+        description="DRAW: attentive read and write in a recurrent VAE, on binarised "
+        "MNIST.",
     )
     sub = p.add_subparsers(dest="draw_command", metavar="{train,sample}", required=True)
     t = sub.add_parser(
         "train",
         help="train DRAW; writes checkpoint.pt and metrics.json to --out",
-        description="Train DRAW. The defaults are the paper's MNIST model (64 glimpses, 256 units, z 100, read 2x2, write 5x5).",
+        description="Train DRAW. The defaults are the paper's MNIST model (64 "
+        "glimpses, 256 units, z 100, read 2x2, write 5x5).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     t.add_argument(
@@ -373,56 +395,57 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
         help="attentive read/write (else read [x, x̂], write Linear(h))",
     )
     t.add_argument(
-        "--glimpses", "-T", type=positive_int, default=64, help="number of steps T"
+        "--glimpses",
+        "-T",
+        type=Range(int, 1, 1000),
+        default=64,
+        help="number of steps T",
     )
-    t.add_argument("--read-n", type=positive_int, default=2, help="read grid N×N")
-    t.add_argument("--write-n", type=positive_int, default=5, help="write grid N×N")
+    t.add_argument("--read-n", type=Range(int, 1, 64), default=2, help="read grid N×N")
     t.add_argument(
-        "--z-dim", type=positive_int, default=100, help="latent dimensions per step"
+        "--write-n", type=Range(int, 1, 64), default=5, help="write grid N×N"
+    )
+    t.add_argument(
+        "--z-dim",
+        type=Range(int, 1, 4096),
+        default=100,
+        help="latent dimensions per step",
     )
     t.add_argument(
         "--hidden",
-        type=positive_int,
+        type=Range(int, 1, 8192),
         default=256,
         help="LSTM units (encoder and decoder)",
     )
     t.add_argument(
         "--epochs",
-        type=positive_int,
+        type=Range(int, 1, 10**4),
         default=20,
         help="epochs of 50,000 images (ignored when --steps is given)",
     )
     t.add_argument(
-        "--steps", type=positive_int, default=None, help="total optimisation steps"
+        "--steps",
+        type=Range(int, 1, 10**8),
+        default=None,
+        help="total optimisation steps",
     )
-    t.add_argument("--batch-size", type=positive_int, default=64)
+    t.add_argument("--batch-size", type=Range(int, 1, 4096), default=64)
     t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
     t.add_argument("--seed", type=seed_int, default=0)
-    t.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, mps")
     t.add_argument(
         "--binarization",
         choices=("auto", "fixed", "dynamic"),
         default="auto",
-        help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = re-binarised MNIST",
+        help="fixed = Larochelle & Murray files (the paper's benchmark); dynamic = "
+        "re-binarised MNIST",
     )
     t.add_argument(
         "--checkpoint-every",
-        type=positive_int,
+        type=Range(int, 1, 10**7),
         default=1000,
         help="steps between checkpoints",
     )
-    t.add_argument("--out", default="runs/draw", help="output folder")
-    t.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue from OUT/checkpoint.pt if it exists",
-    )
-    t.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the run already in OUT (its checkpoint.pt and metrics.json are deleted first)",
-    )
-    add_threads_flag(t)
+    add_run_flags(t, last="checkpoint.pt", out="runs/draw")
     t.set_defaults(func=_train_cmd)
     s = sub.add_parser(
         "sample",
@@ -432,10 +455,12 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     s.add_argument(
         "--checkpoint", required=True, help="checkpoint.pt written by draw train"
     )
-    s.add_argument("--n", type=positive_int, default=8, help="number of samples (rows)")
+    s.add_argument(
+        "--n", type=Range(int, 1, 100), default=8, help="number of samples (rows)"
+    )
     s.add_argument(
         "--columns",
-        type=positive_int,
+        type=Range(int, 1, 1000),
         default=16,
         help="steps shown (columns), evenly spaced",
     )

@@ -156,7 +156,8 @@ def load_run(
         ck = load_checkpoint(path, map_location=map_location)
     except ValueError:
         raise InputError(
-            f"{path} is not {want} (truncated, corrupt, or not a torch checkpoint)"
+            f"checkpoint {path} could not be loaded: it is not {want} (truncated, "
+            "corrupt, or not a torch checkpoint)"
         ) from None
     found = _identify(ck, kind)
     asked = kind_of(kind) if kind else None
@@ -196,8 +197,8 @@ def _build(path, ck: dict, k: RunKind, version: int, live: bool, map_location):
     except (KeyError, TypeError, RuntimeError, ValueError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise InputError(
-            f"{path}: the weights do not fit the {k.name} its config describes "
-            f"({type(e).__name__}: {first})"
+            f"{path}: not a complete {k.name} run, or weights that do not fit the "
+            f"model its config describes ({type(e).__name__}: {first})"
         ) from None
     config = ck["config"]
     return RunRecord(k.name, version, config, model.to(map_location).eval(), ck, path)
@@ -211,7 +212,7 @@ RUN_FLAG_HELP = {
     "run has written its first checkpoint)",
     "time_budget": "stop after this many minutes of wall-clock training in all, the "
     "minutes before a --resume included (0: no limit)",
-    "device": DEVICE_HELP + " (default: auto)",
+    "device": DEVICE_HELP + " (default: %(default)s)",
 }
 
 

@@ -424,7 +424,7 @@ def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
 
     def spy(paths, *a, **kw):
         out = real(paths, *a, **kw)
-        loaded.append((list(paths), out[1]))
+        loaded.append((list(paths), out.model.captioner))
         return out
 
     monkeypatch.setattr(training, "load_ensemble", spy)

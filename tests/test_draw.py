@@ -378,7 +378,7 @@ def test_cli_train_resume_and_sample(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(FileNotFoundError, match="missing.pt"):
+    with pytest.raises(InputError, match="missing.pt does not exist"):
         run(
             "draw",
             "sample",

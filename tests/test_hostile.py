@@ -405,7 +405,7 @@ ERRORS = {
     ),
     "evaluate hollow checkpoint": (
         ["evaluate", "--checkpoint", "{w}/hollow.pt"],
-        "hollow.pt is not a complete",
+        "hollow.pt: not a complete captioner run",
     ),
     "evaluate --json is a folder": (
         ["evaluate", "--checkpoint", "{w}/run/best.pt", "--json", "{w}/folder.png"],
