@@ -12,11 +12,16 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, get_device, nonneg_float, positive_int
+from .core import InputError, Range, get_device, nonneg_float
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
+__all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
+
+# %% ../nbs/13_api.ipynb #a5635b37
+BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
+MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
+BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
@@ -207,8 +212,8 @@ class ImageCaptioner:
         image."""
         from sat_tutorial.decoding import decode
 
-        positive_int.check(beam_size, "beam_size")
-        positive_int.check(max_len, "max_len")
+        BEAM_SIZE.check(beam_size, "beam_size")
+        MAX_LEN.check(max_len, "max_len")
         nonneg_float.check(length_norm, "length_norm")
         return decode(
             self.model,
@@ -241,7 +246,7 @@ class ImageCaptioner:
                 f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): "
                 "give each image's boxes, boxes=[(R, 4), …]"
             )
-        positive_int.check(batch_size, "batch_size")
+        BATCH_SIZE.check(batch_size, "batch_size")
         out = []
         for s in range(0, len(items), batch_size):
             names = [

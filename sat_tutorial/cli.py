@@ -13,6 +13,7 @@ import torch
 
 from sat_tutorial.core import (
     InputError,
+    Range,
     add_threads_flag,
     get_device,
     set_threads,
@@ -42,6 +43,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         )
 
 
+from .api import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% ../nbs/13b_cli.ipynb #baeda6f3
@@ -353,8 +355,8 @@ def _length_norm(s: str) -> float:
 
 def add_decoding(p) -> None:
     "The decoding flags of `evaluate` and `caption`."
-    p.add_argument("--beam-size", type=positive_int, default=3)
-    p.add_argument("--max-len", type=positive_int, default=20)
+    p.add_argument("--beam-size", type=BEAM_SIZE, default=3)
+    p.add_argument("--max-len", type=MAX_LEN, default=20)
     p.add_argument(
         "--length-norm",
         type=_length_norm,
@@ -384,7 +386,7 @@ def add_evaluate(sub) -> None:
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument(
         "--limit",
-        type=nonneg_int,
+        type=Range(int, 0, 10**8),
         default=0,
         help="evaluate the first N images only (0: all)",
     )
@@ -612,19 +614,19 @@ def add_extract(sub) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=BATCH_SIZE,
         default=64,
         help="images per forward pass of the backbone",
     )
     p.add_argument(
         "--workers",
-        type=nonneg_int,
+        type=Range(int, 0, 64),
         default=2,
         help="DataLoader processes decoding images",
     )
     p.add_argument(
         "--chunk-size",
-        type=positive_int,
+        type=Range(int, 1, 10**6),
         default=512,
         help="images per resumable chunk",
     )
@@ -636,7 +638,7 @@ def add_extract(sub) -> None:
     )
     p.add_argument(
         "--limit",
-        type=nonneg_int,
+        type=Range(int, 0, 10**8),
         default=0,
         help="only the first N images (quick tests; 0: all)",
     )
@@ -844,7 +846,7 @@ def add_demo(sub) -> None:
     p.add_argument("--out", default="demo_out", help="output folder")
     p.add_argument(
         "--steps",
-        type=positive_int,
+        type=Range(int, 1, 10**6),
         default=DEMO_STEPS,
         help="training steps (the learning rate follows them)",
     )
@@ -855,9 +857,14 @@ def add_demo(sub) -> None:
         help="stop training after this many minutes even if steps remain "
         "(a cap for a very slow or busy machine; the run then says it was cut short)",
     )
-    p.add_argument("--n-train", type=positive_int, default=8000, help="training scenes")
     p.add_argument(
-        "--n-test", type=positive_int, default=1000, help="held-out scenes to evaluate"
+        "--n-train", type=Range(int, 1, 10**6), default=8000, help="training scenes"
+    )
+    p.add_argument(
+        "--n-test",
+        type=Range(int, 1, 10**6),
+        default=1000,
+        help="held-out scenes to evaluate",
     )
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)

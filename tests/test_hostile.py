@@ -293,6 +293,58 @@ RANGES = {
     ],
     "draw train --lr -1": ["draw", "train", "--out", "{w}/draw", "--lr", "-1"],
     "draw sample --n 0": ["draw", "sample", "--checkpoint", "{w}/x.pt", "--n", "0"],
+    # upper bounds: a slip of the keyboard is one line, not an allocator's traceback
+    "caption --beam-size 1000000": [
+        "caption",
+        "--checkpoint",
+        "{w}/run/best.pt",
+        "{w}/scene.png",
+        "--beam-size",
+        "1000000",
+    ],
+    "evaluate --max-len 1000000": [
+        "evaluate",
+        "--checkpoint",
+        "{w}/run/best.pt",
+        "--max-len",
+        "1000000",
+    ],
+    "train --batch-size 1000000": ["train", *RUN, "--batch-size", "1000000"],
+    "train --hidden-dim 1000000": ["train", *RUN, "--hidden-dim", "1000000"],
+    "train --val-beam 1000000": ["train", *RUN, "--val-beam", "1000000"],
+    "demo --n-train 100000000": ["demo", "--out", "{w}/demo", "--n-train", "100000000"],
+    "draw train --hidden 1000000": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--hidden",
+        "1000000",
+    ],
+    "draw train --steps 10**9": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--steps",
+        "1000000000",
+    ],
+    "draw train --glimpses 100000": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--glimpses",
+        "100000",
+    ],
+    "draw sample --n 100000": [
+        "draw",
+        "sample",
+        "--checkpoint",
+        "{w}/x.pt",
+        "--n",
+        "100000",
+    ],
 }
 
 
