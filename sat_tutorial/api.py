@@ -12,16 +12,12 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, Range, get_device, nonneg_float
+from .core import InputError, get_device, nonneg_float
+from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
-
-# %% ../nbs/13_api.ipynb #a5635b37
-BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
-MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
-BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass
+__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass

@@ -43,7 +43,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         )
 
 
-from .api import BATCH_SIZE, BEAM_SIZE, MAX_LEN
+from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% ../nbs/13b_cli.ipynb #baeda6f3
@@ -875,7 +875,7 @@ def add_demo(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import draw_training, ocr, ram_training
+    from sat_tutorial import draw_cli, ocr, ram_training
 
     p = argparse.ArgumentParser(
         prog="sat-tutorial",
@@ -897,7 +897,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_caption(sub)
     add_extract(sub)
     ram_training.add_cli(sub)
-    draw_training.add_cli(sub)
+    draw_cli.add_cli(sub)
     ocr.add_cli(
         sub
     )  # the MNIST and OCR chapters keep their commands next to their models

@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from sat_tutorial.core import (
     InputError,
+    Range,
     add_threads_flag,
     get_device,
     load_checkpoint,
@@ -22,8 +23,9 @@ from sat_tutorial.core import (
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'format_tag', 'parse_tag', 'model_weights', 'RunKind',
-           'register_kind', 'kind_of', 'save_run', 'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
+           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'RunRecord', 'load_run',
+           'add_run_flags', 'check_run_flags']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -250,3 +252,8 @@ def check_run_flags(args, files=RUN_FILES, last: str | None = "last.pt") -> list
     old = check_out(args.out, args.resume, args.overwrite, files, last)
     get_device(args.device)
     return old
+
+# %% ../nbs/12f_runs.ipynb #7a1bbc15
+BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
+MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
+BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass

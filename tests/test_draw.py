@@ -24,7 +24,8 @@ from sat_tutorial.draw import (
     BinaryImages,
 )
 from sat_tutorial.mnist import parse_amat
-from sat_tutorial.draw_training import add_cli, batch_indices, evaluate, fit
+from sat_tutorial.draw_cli import add_cli
+from sat_tutorial.draw_training import batch_indices, evaluate, fit
 
 torch.set_num_threads(1)
 A, B, N = 9, 6, 4  # a non-square image: an A/B or X/Y mix-up changes the results

@@ -35,7 +35,6 @@ DEBT = {
     "01_data": (58.8, 145),
     "01b_feature_store": (18.4, 123),
     "03b_ram_training": (65.6, 184),
-    "04b_draw_training": (47.4, 120),  # +0.1: the --threads flag (issue 49)
     "10_adaptive_attention": (62.4, 75),
     "12_training": (60.8, 125),
     "12b_optimization": (30.2, 121),
