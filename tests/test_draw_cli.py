@@ -11,6 +11,7 @@ import torch
 
 from sat_tutorial.cli import main
 from sat_tutorial.core import data_root, load_checkpoint, save_checkpoint
+from test_hostile import tiny_flags
 
 HAVE_FIXED = (data_root() / "binarized_mnist" / "binarized_mnist_test.amat.gz").exists()
 needs_fixed = pytest.mark.skipif(
@@ -34,36 +35,7 @@ TINY_DRAW = [
     "--steps",
     "2",
 ]
-TINY_CAPTIONER = [
-    "--steps",
-    "1",
-    "--n-train",
-    "16",
-    "--n-val",
-    "0",
-    "--n-test",
-    "2",
-    "--batch-size",
-    "8",
-    "--val-every",
-    "0",
-    "--ckpt-every",
-    "0",
-    "--embed-dim",
-    "8",
-    "--hidden-dim",
-    "8",
-    "--attention-dim",
-    "8",
-    "--feature-dim",
-    "8",
-    "--warmup",
-    "1",
-    "--grid",
-    "8",
-    "--device",
-    "cpu",
-]
+TINY_CAPTIONER = tiny_flags(steps=1, n_train=16, n_test=2)
 
 
 @pytest.fixture(scope="module")

@@ -59,36 +59,16 @@ class Boom:  # a pickled object: weights_only loading must refuse it without run
         return (print, ("this must never run",))
 
 
-TINY = [
-    "--steps",
-    "2",
-    "--n-train",
-    "40",
-    "--n-val",
-    "0",
-    "--n-test",
-    "4",
-    "--batch-size",
-    "8",
-    "--val-every",
-    "0",
-    "--ckpt-every",
-    "0",
-    "--embed-dim",
-    "8",
-    "--hidden-dim",
-    "8",
-    "--attention-dim",
-    "8",
-    "--feature-dim",
-    "8",
-    "--warmup",
-    "1",
-    "--grid",
-    "8",
-    "--device",
-    "cpu",
-]
+def tiny_flags(steps: int = 2, n_train: int = 40, n_test: int = 4) -> list[str]:
+    "`train` flags of a tiny captioner run on scenes (also tests/test_draw_cli.py's)."
+    sizes = ["--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8"]
+    sizes += ["--feature-dim", "8", "--warmup", "1", "--grid", "8", "--device", "cpu"]
+    data = ["--n-train", str(n_train), "--n-val", "0", "--n-test", str(n_test)]
+    quiet = ["--batch-size", "8", "--val-every", "0", "--ckpt-every", "0"]
+    return ["--steps", str(steps), *data, *quiet, *sizes]
+
+
+TINY = tiny_flags()
 
 
 @pytest.fixture(scope="module")
