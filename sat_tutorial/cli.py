@@ -722,7 +722,7 @@ def add_extract(sub) -> None:
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_extract)
 
-
+# %% ../nbs/13b_cli.ipynb #2e0d2692
 def cmd_extract(args) -> int:
     from sat_tutorial.core import get_device
     from sat_tutorial.data import image_transform, load_dataset
