@@ -78,7 +78,7 @@ def main(argv=None):
     live = "train_model" in load_checkpoint(
         args.checkpoint, map_location="cpu"
     )  # a run with --ema keeps its training weights apart
-    _, model, vocab, cfg = load_checkpoint_model(args.checkpoint, live=live)
+    _, model, vocab, cfg = load_checkpoint_model(args.checkpoint, live=live).model
     if not isinstance(model, ExtendedHardAttentionCaptioner):
         raise SystemExit(f"{args.checkpoint}: not a hard-attention checkpoint")
     recs = load_records(cfg)

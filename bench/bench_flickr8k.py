@@ -458,7 +458,7 @@ def score(
 
     cks = list(checkpoint) if isinstance(checkpoint, (list, tuple)) else [checkpoint]
     reads = list(reads) if isinstance(reads, (list, tuple)) else [reads] * len(cks)
-    enc, model, vocab, cfg = load_ensemble(cks, device)
+    enc, model, vocab, cfg = load_ensemble(cks, device).model
     for member, r, ck in zip(getattr(model, "members", [model]), reads, cks):
         set_reads(member, r, ck)
     one = {split: recs[split]}

@@ -76,7 +76,7 @@ def main():
     ks = [None if k == "all" else int(k) for k in args.ks.split(",")]
     rows = []
     for path in args.checkpoints:
-        enc, m, vocab, cfg = load_checkpoint_model(path)
+        enc, m, vocab, cfg = load_checkpoint_model(path).model
         if cfg.model != "hard":
             ap.error(
                 f"{path}: a {cfg.model!r} checkpoint; "

@@ -133,7 +133,7 @@ def train_and_evaluate(name, model, mk, cfg, recs, run, train=True):
         else json.loads((run / "train_summary.json").read_text())
     )
     train_min = (time.perf_counter() - t0) / 60 if train else summary["minutes"]
-    enc, m, vocab, _ = load_checkpoint_model(run / "best.pt")
+    enc, m, vocab, _ = load_checkpoint_model(run / "best.pt").model
     t1 = time.perf_counter()
     generated, kept = generate(
         enc,

@@ -44,7 +44,7 @@ def main(argv=None):
     p.add_argument("--out", help="JSON to write")
     args = p.parse_args(argv)
     torch.manual_seed(args.seed)
-    enc, model, vocab, cfg = load_checkpoint_model(args.checkpoint, "cpu")
+    enc, model, vocab, cfg = load_checkpoint_model(args.checkpoint, "cpu").model
     recs = load_records(cfg)
     scst = SelfCritical(
         CiderD([[tokenize(x) for x in r.raw] for r in recs["train"]]),

@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, get_device, nonneg_float, positive_int
+from .core import InputError, get_device, nonneg_float
+from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
@@ -207,8 +208,8 @@ class ImageCaptioner:
         image."""
         from sat_tutorial.decoding import decode
 
-        positive_int.check(beam_size, "beam_size")
-        positive_int.check(max_len, "max_len")
+        BEAM_SIZE.check(beam_size, "beam_size")
+        MAX_LEN.check(max_len, "max_len")
         nonneg_float.check(length_norm, "length_norm")
         return decode(
             self.model,
@@ -241,7 +242,7 @@ class ImageCaptioner:
                 f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): "
                 "give each image's boxes, boxes=[(R, 4), …]"
             )
-        positive_int.check(batch_size, "batch_size")
+        BATCH_SIZE.check(batch_size, "batch_size")
         out = []
         for s in range(0, len(items), batch_size):
             names = [
@@ -313,7 +314,7 @@ def load_captioner(
     if not paths:
         raise InputError("load_captioner needs a checkpoint")
     dev = get_device(device)
-    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live)
+    enc, model, vocab, cfg = load_ensemble(paths, dev, live=live).model
     set_reads(model, reads, " + ".join(map(str, paths)))
     if cfg.features:  # trained on stored features: run the backbone that made them
         enc = (

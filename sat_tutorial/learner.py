@@ -370,17 +370,18 @@ class AMP(Callback):
 
 # %% ../nbs/12c_fit.ipynb #7048a559
 class Checkpoint(Callback):
-    """Save `last.pt` with `save(learn, name)` every `every` steps (0: never) and when
-    the run ends or stops."""
+    """Save with `save(learn, name)` every `every` steps (0: never) and when the run
+    ends or stops (Ctrl-C included); `name`: the file, `last.pt` unless a family
+    names its own."""
 
     order = 80
 
-    def __init__(self, save, every: int = 0):
-        self.save, self.every = save, every
+    def __init__(self, save, every: int = 0, name: str = "last.pt"):
+        self.save, self.every, self.name = save, every, name
 
     def after_step(self, learn) -> None:
         if (self.every and learn.step % self.every == 0) or learn.end or learn.stop:
-            self.save(learn, "last.pt")
+            self.save(learn, self.name)
 
 # %% ../nbs/12c_fit.ipynb #4662338b
 class ProgressBar(Callback):

@@ -14,6 +14,7 @@ import torch.nn as nn
 
 from sat_tutorial.core import (
     InputError,
+    Range,
     add_threads_flag,
     get_device,
     load_checkpoint,
@@ -22,8 +23,9 @@ from sat_tutorial.core import (
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'format_tag', 'parse_tag', 'model_weights', 'RunKind',
-           'register_kind', 'kind_of', 'save_run', 'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
+           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'RunRecord', 'load_run',
+           'add_run_flags', 'check_run_flags']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -156,7 +158,8 @@ def load_run(
         ck = load_checkpoint(path, map_location=map_location)
     except ValueError:
         raise InputError(
-            f"{path} is not {want} (truncated, corrupt, or not a torch checkpoint)"
+            f"checkpoint {path} could not be loaded: it is not {want} (truncated, "
+            "corrupt, or not a torch checkpoint)"
         ) from None
     found = _identify(ck, kind)
     asked = kind_of(kind) if kind else None
@@ -196,8 +199,8 @@ def _build(path, ck: dict, k: RunKind, version: int, live: bool, map_location):
     except (KeyError, TypeError, RuntimeError, ValueError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise InputError(
-            f"{path}: the weights do not fit the {k.name} its config describes "
-            f"({type(e).__name__}: {first})"
+            f"{path}: not a complete {k.name} run, or weights that do not fit the "
+            f"model its config describes ({type(e).__name__}: {first})"
         ) from None
     config = ck["config"]
     return RunRecord(k.name, version, config, model.to(map_location).eval(), ck, path)
@@ -211,7 +214,7 @@ RUN_FLAG_HELP = {
     "run has written its first checkpoint)",
     "time_budget": "stop after this many minutes of wall-clock training in all, the "
     "minutes before a --resume included (0: no limit)",
-    "device": DEVICE_HELP + " (default: auto)",
+    "device": DEVICE_HELP + " (default: %(default)s)",
 }
 
 
@@ -249,3 +252,8 @@ def check_run_flags(args, files=RUN_FILES, last: str | None = "last.pt") -> list
     old = check_out(args.out, args.resume, args.overwrite, files, last)
     get_device(args.device)
     return old
+
+# %% ../nbs/12f_runs.ipynb #7a1bbc15
+BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
+MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
+BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass

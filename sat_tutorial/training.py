@@ -53,7 +53,7 @@ from .soft_attention import encode
 __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
            'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
            'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
-           'checkpoint_config', 'load_checkpoint_model', 'load_ensemble']
+           'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
 # each captioner's module registers it with `@register` (notebook 05c): importing
@@ -69,35 +69,35 @@ from .captioner import CAPTIONERS, PRESETS
 # them as its flags' types
 CONFIG_RANGES = {
     "max_missing": unit_float,
-    "fine_tune": nonneg_int,
+    "fine_tune": Range(int, 0, 100),
     "grid": Range(int, lo=1, hi=64),
     "image_size": Range(int, lo=32, hi=2048),
-    "feature_dim": positive_int,
-    "embed_dim": positive_int,
-    "hidden_dim": positive_int,
-    "attention_dim": positive_int,
+    "feature_dim": Range(int, 1, 8192),
+    "embed_dim": Range(int, 1, 8192),
+    "hidden_dim": Range(int, 1, 8192),
+    "attention_dim": Range(int, 1, 8192),
     "dropout": dropout_float,
     "lr": positive_float,
-    "warmup": nonneg_int,
-    "batch_size": positive_int,
-    "length_pool": nonneg_int,
-    "steps": nonneg_int,
-    "epochs": positive_int,
+    "warmup": Range(int, 0, 10**8),
+    "batch_size": Range(int, 1, 4096),
+    "length_pool": Range(int, 0, 10**4),
+    "steps": Range(int, 0, 10**8),
+    "epochs": Range(int, 1, 10**4),
     "clip": nonneg_float,
     "ema": dropout_float,
     "seed": seed_int,
-    "num_workers": nonneg_int,
-    "val_every": nonneg_int,
-    "ckpt_every": nonneg_int,
-    "patience": nonneg_int,
-    "val_beam": positive_int,
-    "max_len": positive_int,
+    "num_workers": Range(int, 0, 64),
+    "val_every": Range(int, 0, 10**8),
+    "ckpt_every": Range(int, 0, 10**8),
+    "patience": Range(int, 0, 10**6),
+    "val_beam": Range(int, 1, 100),  # as api.BEAM_SIZE
+    "max_len": Range(int, 1, 200),  # as api.MAX_LEN
     "time_budget": nonneg_float,
-    "n_train": positive_int,
-    "n_val": nonneg_int,
-    "n_test": nonneg_int,
-    "min_count": positive_int,
-    "scst_samples": positive_int,
+    "n_train": Range(int, 1, 10**6),
+    "n_val": Range(int, 0, 10**6),
+    "n_test": Range(int, 0, 10**6),
+    "min_count": Range(int, 1, 10**6),
+    "scst_samples": Range(int, 1, 64),
     "scst_temperature": positive_float,
 }
 CONFIG_CHOICES = {
@@ -684,8 +684,12 @@ def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict
     return out, {r.filename: h for r, h in zip(kept, hyps.values())}
 
 # %% ../nbs/12_training.ipynb #e7edd867
+from .runs import RunRecord, load_run, register_kind
+
+
 def checkpoint_config(ck: dict) -> TrainConfig:
-    "A checkpoint's run configuration; scene-CNN runs from before the grid option recorded the unused default 14 and were 8×8."
+    """A checkpoint's run configuration; scene-CNN runs from before the grid option
+    recorded the unused default 14 and were 8×8."""
     cfg = TrainConfig.from_dict(ck["config"])
     return (
         replace(cfg, grid=8)
@@ -694,34 +698,50 @@ def checkpoint_config(ck: dict) -> TrainConfig:
     )
 
 
-def load_checkpoint_model(path, device="cpu", live: bool = False):
-    "Encoder, captioner, vocabulary and config from a checkpoint (weights only, no pickled code); `live`: the training weights, not their average."
-    ck = load_checkpoint(path, map_location=device)
-    if not isinstance(ck, dict) or ck.get("format") != "sat_tutorial.captioner/1":
-        raise ValueError(f"{path} is not a sat_tutorial captioner checkpoint")
-    check_finite(ck, path)
-    if live and "train_model" not in ck:
-        raise ValueError(
-            f"{path} has no live weights apart from its average: its run had no ema"
-        )
-    try:
-        cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
-        encoder, model = build_models(
-            replace(cfg, encoder_weights=None), len(vocab)
-        )  # all weights come from the checkpoint
-        pre = "train_" if live else ""
-        encoder.load_state_dict(ck[pre + "encoder"])
-        model.load_state_dict(ck[pre + "model"])
-    except (
-        KeyError,
-        TypeError,
-        RuntimeError,
-        ValueError,
-    ) as e:  # a damaged or hand-made file that claims the format
-        raise InputError(
-            f"{path} is not a complete sat_tutorial captioner checkpoint ({type(e).__name__}: {str(e)[:200]})"
-        ) from None
-    return encoder.to(device).eval(), model.to(device).eval(), vocab, cfg
+class CaptionerRun(nn.Module):
+    """What a captioner's run file rebuilds: its encoder and captioner, with the
+    vocabulary and the run's config; unpacks as (encoder, captioner, vocab, cfg)."""
+
+    def __init__(self, encoder: nn.Module, captioner: nn.Module, vocab, cfg):
+        super().__init__()
+        self.encoder, self.captioner = encoder, captioner
+        self.vocab, self.cfg = vocab, cfg
+
+    def __iter__(self):
+        return iter((self.encoder, self.captioner, self.vocab, self.cfg))
+
+
+def _build_captioner(config: dict, ck: dict) -> CaptionerRun:
+    "The untrained encoder and captioner a run file describes (notebook 12f's `build`)."
+    cfg, vocab = checkpoint_config(ck), Vocab.from_dict(ck["vocab"])
+    # every weight comes from the file: no backbone weights are read
+    encoder, model = build_models(replace(cfg, encoder_weights=None), len(vocab))
+    return CaptionerRun(encoder, model, vocab, cfg)
+
+
+def _captioner_weights(ck: dict, live: bool = False) -> dict:
+    "The file's encoder and captioner weights as one state dict of a `CaptionerRun`."
+    pre = "train_" if live else ""
+    return {
+        **{f"encoder.{k}": v for k, v in ck[pre + "encoder"].items()},
+        **{f"captioner.{k}": v for k, v in ck[pre + "model"].items()},
+    }
+
+
+register_kind(
+    "captioner",
+    1,
+    _build_captioner,
+    _captioner_weights,
+    describe="a best.pt or last.pt written by `sat-tutorial train`",
+)
+
+
+def load_checkpoint_model(path, device="cpu", live: bool = False) -> RunRecord:
+    """A captioner's run file as a `RunRecord` (`runs.load_run`, notebook 12f): its
+    `model` unpacks as (encoder, captioner, vocab, cfg), on `device`, in eval mode;
+    `live`: the training weights, not their average."""
+    return load_run(path, "captioner", map_location=device, live=live)
 
 
 ENSEMBLE_SHARED = (
@@ -735,32 +755,42 @@ ENSEMBLE_SHARED = (
 )  # what decides the annotations
 
 
-def load_ensemble(paths: Sequence, device="cpu", live: bool = False):
-    """`load_checkpoint_model` for one checkpoint; for several, the first one's encoder, vocabulary and config, and a `decoding.Ensemble`
-    of the captioners. They must read the same annotations (same data, backbone, stored features or frozen encoder weights) and
-    share a vocabulary; otherwise a ValueError names the checkpoint and what differs."""
+def load_ensemble(paths: Sequence, device="cpu", live: bool = False) -> RunRecord:
+    """`load_checkpoint_model` for one checkpoint; for several, a record whose model
+    holds the first one's encoder, vocabulary and config and a `decoding.Ensemble` of
+    the captioners (its `path` and `checkpoint`: the first one's). They must read the
+    same annotations (same data, backbone, stored features or frozen encoder weights)
+    and share a vocabulary; otherwise a ValueError names the checkpoint and what
+    differs."""
     if not len(paths):
         raise ValueError("load_ensemble needs at least one checkpoint")
     loaded = [load_checkpoint_model(p, device, live) for p in paths]
     if len(loaded) == 1:
         return loaded[0]
-    enc0, _, vocab0, cfg0 = loaded[0]
-    for p, (enc, _, vocab, cfg) in zip(paths[1:], loaded[1:]):
+    enc0, _, vocab0, cfg0 = loaded[0].model
+    for p, rec in zip(paths[1:], loaded[1:]):
+        enc, _, vocab, cfg = rec.model
         if vocab != vocab0:
             raise ValueError(
-                f"{p} has another vocabulary than {paths[0]} ({len(vocab)} and {len(vocab0)} words): "
-                "an ensemble averages word distributions over one vocabulary"
+                f"{p} has another vocabulary than {paths[0]} ({len(vocab)} and "
+                f"{len(vocab0)} words): an ensemble averages word distributions over "
+                "one vocabulary"
             )
         for k in ENSEMBLE_SHARED:
             if getattr(cfg, k) != getattr(cfg0, k):
                 raise ValueError(
-                    f"{p} was trained with {k}={getattr(cfg, k)!r}, {paths[0]} with {k}={getattr(cfg0, k)!r}: "
-                    "the members of an ensemble must read the same annotations"
+                    f"{p} was trained with {k}={getattr(cfg, k)!r}, {paths[0]} with "
+                    f"{k}={getattr(cfg0, k)!r}: the members of an ensemble must read "
+                    "the same annotations"
                 )
         a, b = enc0.state_dict(), enc.state_dict()
         if a.keys() != b.keys() or any(not torch.equal(a[k], b[k]) for k in a):
             raise ValueError(
-                f"{p} and {paths[0]} have different encoder weights (a CNN trained or fine-tuned with its captioner): "
-                "the members of an ensemble must read the same annotations"
+                f"{p} and {paths[0]} have different encoder weights (a CNN trained or "
+                "fine-tuned with its captioner): the members of an ensemble must read "
+                "the same annotations"
             )
-    return enc0, Ensemble([m for _, m, _, _ in loaded]).to(device).eval(), vocab0, cfg0
+    ensemble = Ensemble([r.model.captioner for r in loaded]).to(device).eval()
+    first = loaded[0]
+    first.model = CaptionerRun(enc0, ensemble, vocab0, cfg0)
+    return first

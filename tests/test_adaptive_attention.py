@@ -133,7 +133,7 @@ def test_fit_smoke_with_the_scenes_preset(tmp_path):
     }  # the preset's penalty weight is accepted by this model
     summary = fit(cfg, tmp_path, progress=False, log=lambda *a: None)
     assert summary["steps"] == 2
-    enc, model, vocab, _ = load_checkpoint_model(tmp_path / "last.pt")
+    enc, model, vocab, _ = load_checkpoint_model(tmp_path / "last.pt").model
     assert isinstance(model, AdaptiveAttentionCaptioner) and model.alpha_c == 0.0
 
 
@@ -164,7 +164,7 @@ def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     fit(cfg, tmp_path / "b", stop_at=2, **quiet)
-    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
+    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt").model
     assert int(half.train_steps) == 2 and not half.sentinel_open()
     fit(cfg, tmp_path / "b", resume=True, **quiet)
     a, b = (
@@ -172,7 +172,7 @@ def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
         load_checkpoint(tmp_path / "b" / "last.pt"),
     )
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt").model
     assert int(model.train_steps) == 4 and model.sentinel_open()
     # closed, the sentinel gets zero gradients, so Adam leaves its weights where they
     # started; step 4 moves them

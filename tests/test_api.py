@@ -208,3 +208,30 @@ def test_reads_are_checked_and_reach_a_hard_attention_model(runs, photos):
         if one_location:
             assert len(r.locations) == len(r.words)
             assert all(0 <= i < g * g for i in r.locations)
+
+
+def test_sizes_have_the_command_lines_upper_bounds(runs, photos):
+    """A beam of a million, a caption of a million words or a batch of a million images
+    is refused at once with one line naming the argument, as `caption --beam-size
+    1000000` is (tests/test_hostile.py), before any memory is asked for."""
+    from sat_tutorial import load_captioner
+    from sat_tutorial.runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
+    from sat_tutorial.cli import build_parser
+    from sat_tutorial.core import InputError
+
+    cap = load_captioner(runs / "soft" / "last.pt", device="cpu")
+    image = photos["chelsea"]
+    for kw in ({"beam_size": 10**6}, {"max_len": 10**6}, {"batch_size": 10**6}):
+        with pytest.raises(InputError, match=f"^{next(iter(kw))} must be an") as e:
+            cap(image, **kw)
+        assert "\n" not in str(e.value) and "≤" in str(e.value)
+    actions = {
+        a.dest: a.type
+        for a in build_parser()
+        ._subparsers._group_actions[0]
+        .choices["caption"]
+        ._actions
+    }
+    assert actions["beam_size"] is BEAM_SIZE and actions["max_len"] is MAX_LEN
+    assert cap(image, beam_size=BEAM_SIZE.hi // 50, max_len=5).words  # in range: fine
+    assert BATCH_SIZE.hi >= 16  # the default batch fits

@@ -256,7 +256,7 @@ def test_train_command_gives_butd_bottom_up_regions_on_scenes(tmp_path, capsys):
         )
         == 0
     )
-    enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt")
+    enc, model, vocab, cfg = load_checkpoint_model(out / "best.pt").model
     assert cfg.encoder == "scene_regions" and getattr(enc, "needs_boxes", False)
     test = load_records(cfg)["test"]
     assert all(len(r.extra["regions"]) == 6 for r in test)

@@ -409,6 +409,17 @@ def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
     assert code == 1 and "another vocabulary" in capsys.readouterr().err
 
 
+def tiny_run(out, **kw):
+    "A quiet two-step soft-attention run on 40 scenes, written to `out`."
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import scenes_config
+
+    cfg = dict(steps=2, n_train=40, n_val=0, n_test=4, batch_size=8, val_every=0)
+    cfg.update(ckpt_every=0, embed_dim=8, hidden_dim=8, attention_dim=8)
+    cfg.update(feature_dim=8, warmup=1, **kw)
+    fit(scenes_config(**cfg), out, progress=False, log=lambda *a: None)
+
+
 def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
     """`caption --checkpoint A --checkpoint A` (the flag repeated, since the image files follow) decodes an ensemble of A with
     itself: both paths reach `load_ensemble`, the model decoded is a two-member `Ensemble`, its caption is A's alone, and an
@@ -424,30 +435,11 @@ def test_caption_with_several_checkpoints(tmp_path, capsys, monkeypatch):
 
     def spy(paths, *a, **kw):
         out = real(paths, *a, **kw)
-        loaded.append((list(paths), out[1]))
+        loaded.append((list(paths), out.model.captioner))
         return out
 
     monkeypatch.setattr(training, "load_ensemble", spy)
-    fit(
-        scenes_config(
-            steps=2,
-            n_train=40,
-            n_val=0,
-            n_test=4,
-            batch_size=8,
-            val_every=0,
-            ckpt_every=0,
-            embed_dim=8,
-            hidden_dim=8,
-            attention_dim=8,
-            feature_dim=8,
-            warmup=1,
-            grid=8,
-        ),
-        tmp_path,
-        progress=False,
-        log=lambda *a: None,
-    )
+    tiny_run(tmp_path, grid=8)
     img = tmp_path / "x.png"
     Image.fromarray(
         np.random.default_rng(0).integers(0, 256, (48, 48, 3), dtype=np.uint8)
@@ -495,25 +487,7 @@ def test_length_norm_flag_reaches_beam_search(tmp_path, monkeypatch, capsys):
         "beam_search",
         lambda *a, **kw: seen.append(kw.get("length_norm")) or real(*a, **kw),
     )
-    fit(
-        scenes_config(
-            steps=2,
-            n_train=40,
-            n_val=0,
-            n_test=4,
-            batch_size=8,
-            val_every=0,
-            ckpt_every=0,
-            embed_dim=8,
-            hidden_dim=8,
-            attention_dim=8,
-            feature_dim=8,
-            warmup=1,
-        ),
-        tmp_path,
-        progress=False,
-        log=lambda *a: None,
-    )
+    tiny_run(tmp_path)
     for gamma in ("0", "0.7"):
         js = tmp_path / f"e{gamma}.json"
         assert (

@@ -24,7 +24,8 @@ from sat_tutorial.draw import (
     BinaryImages,
 )
 from sat_tutorial.mnist import parse_amat
-from sat_tutorial.draw_training import add_cli, batch_indices, evaluate, fit
+from sat_tutorial.draw_cli import add_cli
+from sat_tutorial.draw_training import batch_indices, evaluate, fit
 
 torch.set_num_threads(1)
 A, B, N = 9, 6, 4  # a non-square image: an A/B or X/Y mix-up changes the results
@@ -378,7 +379,7 @@ def test_cli_train_resume_and_sample(tmp_path, capsys):
         == 0
     )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    with pytest.raises(FileNotFoundError, match="missing.pt"):
+    with pytest.raises(InputError, match="missing.pt does not exist"):
         run(
             "draw",
             "sample",

@@ -11,6 +11,7 @@ import torch
 
 from sat_tutorial.cli import main
 from sat_tutorial.core import data_root, load_checkpoint, save_checkpoint
+from test_hostile import tiny_flags
 
 HAVE_FIXED = (data_root() / "binarized_mnist" / "binarized_mnist_test.amat.gz").exists()
 needs_fixed = pytest.mark.skipif(
@@ -34,36 +35,7 @@ TINY_DRAW = [
     "--steps",
     "2",
 ]
-TINY_CAPTIONER = [
-    "--steps",
-    "1",
-    "--n-train",
-    "16",
-    "--n-val",
-    "0",
-    "--n-test",
-    "2",
-    "--batch-size",
-    "8",
-    "--val-every",
-    "0",
-    "--ckpt-every",
-    "0",
-    "--embed-dim",
-    "8",
-    "--hidden-dim",
-    "8",
-    "--attention-dim",
-    "8",
-    "--feature-dim",
-    "8",
-    "--warmup",
-    "1",
-    "--grid",
-    "8",
-    "--device",
-    "cpu",
-]
+TINY_CAPTIONER = tiny_flags(steps=1, n_train=16, n_test=2)
 
 
 @pytest.fixture(scope="module")
@@ -132,9 +104,9 @@ def test_sample_refuses_a_captioner_checkpoint(world, capsys):
         ],
         world,
         capsys,
-        "{w}/captioner/best.pt is not a DRAW checkpoint",
+        "{w}/captioner/best.pt is a captioner run, not a draw run",
     )
-    assert "sat_tutorial.captioner/1" in line and not (world / "s.png").exists()
+    assert "checkpoint.pt written by" in line and not (world / "s.png").exists()
 
 
 def test_sample_refuses_other_checkpoints(world, capsys):
@@ -142,7 +114,7 @@ def test_sample_refuses_other_checkpoints(world, capsys):
         ["draw", "sample", "--checkpoint", "{w}/ram.pt", "--out", "{w}/s.png"],
         world,
         capsys,
-        "ram.pt is not a DRAW checkpoint",
+        "ram.pt is a ram run, not a draw run",
     )
     refused(
         ["draw", "sample", "--checkpoint", "{w}/afile", "--out", "{w}/s.png"],
@@ -279,7 +251,9 @@ def test_an_old_draw_checkpoint_without_a_format_tag_still_loads(tmp_path):
     save_checkpoint(
         {"model": m.state_dict(), "config": m.config, "step": 5}, tmp_path / "old.pt"
     )  # written before the tag
-    loaded, ck = load_draw(tmp_path / "old.pt")
+    rec = load_draw(tmp_path / "old.pt")
+    loaded, ck = rec.model, rec.checkpoint
+    assert (rec.kind, rec.version) == ("draw", 1)
     assert ck["step"] == 5 and all(
         torch.equal(a, b)
         for a, b in zip(loaded.state_dict().values(), m.state_dict().values())
@@ -288,5 +262,73 @@ def test_an_old_draw_checkpoint_without_a_format_tag_still_loads(tmp_path):
         {"model": {}, "config": dict(m.config, hidden=9), "step": 5},
         tmp_path / "bad.pt",
     )
-    with pytest.raises(ValueError, match="bad.pt: the weights do not fit"):
+    with pytest.raises(ValueError, match="bad.pt: not a complete draw run, or weights"):
         load_draw(tmp_path / "bad.pt")
+
+
+def test_resume_needs_a_run(world, capsys):
+    refused(
+        ["draw", "train", *TINY_DRAW, "--out", "{w}/norun", "--resume"],
+        world,
+        capsys,
+        "--resume: {w}/norun holds no run to resume (no checkpoint.pt)",
+    )
+
+
+@needs_fixed
+def test_ctrl_c_saves_the_step_and_resume_continues_exactly(
+    tmp_path, capsys, monkeypatch
+):
+    """Ctrl-C during step 3 of 4: the Learner finishes the step, the checkpoint holds it,
+    the command says where and exits 130 without metrics; --resume then reaches the
+    same weights and losses as a run that was never interrupted."""
+    import os, signal
+    import sat_tutorial.draw_training as dt
+
+    four = [*TINY_DRAW[:-1], "4"]
+    straight, cut = tmp_path / "straight", tmp_path / "cut"
+    assert main(["draw", "train", *four, "--out", str(straight)]) == 0
+    real = dt.batch_indices
+
+    def ctrl_c_in_step_3(n, batch_size, step, seed=0):
+        if step == 2:  # the batch of the third step: Ctrl-C while it trains
+            os.kill(os.getpid(), signal.SIGINT)
+        return real(n, batch_size, step, seed)
+
+    monkeypatch.setattr(dt, "batch_indices", ctrl_c_in_step_3)
+    capsys.readouterr()
+    assert main(["draw", "train", *four, "--out", str(cut)]) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted: step 3 saved in {cut / 'checkpoint.pt'}" in err, err
+    assert "--resume continues" in err and "Traceback" not in err
+    assert load_checkpoint(cut / "checkpoint.pt")["step"] == 3
+    assert not (cut / "metrics.json").exists()
+    monkeypatch.undo()
+    assert main(["draw", "train", *four, "--out", str(cut), "--resume"]) == 0
+    a = load_checkpoint(straight / "checkpoint.pt")
+    b = load_checkpoint(cut / "checkpoint.pt")
+    assert a["step"] == b["step"] == 4 and a["losses"] == b["losses"]
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+@needs_fixed
+def test_time_budget_is_minutes_of_the_learners_clock(tmp_path, monkeypatch):
+    "A clock that advances half a minute per reading: a 2-minute budget ends the run early."
+    import sat_tutorial.learner as learner
+
+    class HalfMinutes:
+        t = 0.0
+
+        @classmethod
+        def perf_counter(cls):
+            cls.t += 30.0
+            return cls.t
+
+    monkeypatch.setattr(learner, "time", HalfMinutes)
+    run = tmp_path / "run"
+    argv = [*TINY_DRAW[:-1], "10", "--time-budget", "2", "--out", str(run)]
+    assert main(["draw", "train", *argv]) == 0
+    ck = load_checkpoint(run / "checkpoint.pt")
+    met = json.loads((run / "metrics.json").read_text())
+    assert 1 <= ck["step"] < 10 and met["steps"] == ck["step"]
+    assert met["planned_steps"] == 10 and ck["minutes"] >= 2

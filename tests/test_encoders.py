@@ -197,7 +197,7 @@ def test_extract_features_command(tmp_path, capsys):
         == 1
     )  # features of 64-px images, 128 asked for
     assert "was made with image_size=64, but 128 is expected" in capsys.readouterr().err
-    cfg = load_checkpoint_model(tmp_path / "run" / "best.pt")[3]
+    cfg = load_checkpoint_model(tmp_path / "run" / "best.pt").model.cfg
     assert cfg.image_size == 64  # from the feature file: what `caption` resizes to
     assert transform_for(replace(cfg, features=None))(
         Image.new("RGB", (90, 70))
@@ -372,7 +372,7 @@ def test_scene_cnn_from_a_trained_checkpoint(tmp_path):
         **quiet,
     )
     (tmp_path / "a" / "last.pt").unlink()
-    enc_b, _, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
+    enc_b, _, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt").model
     assert all(torch.equal(v, enc_b.state_dict()[k]) for k, v in src.items())
 
 
@@ -415,7 +415,7 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     ck = torch.load(tmp_path / "last.pt", weights_only=True)
     ck["config"]["grid"] = 14  # what runs before the option recorded
     torch.save(ck, tmp_path / "old.pt")
-    enc, _, _, old_cfg = load_checkpoint_model(tmp_path / "old.pt")
+    enc, _, _, old_cfg = load_checkpoint_model(tmp_path / "old.pt").model
     assert isinstance(enc, SceneCNN) and enc.grid == 8 and old_cfg.grid == 8
     with pytest.raises(
         ValueError, match="trained with grid=8, but this run has grid=16"

@@ -356,7 +356,7 @@ def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
     fit(cfg, tmp_path / "b", stop_at=2, **quiet)
-    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt")
+    _, half, _, _ = load_checkpoint_model(tmp_path / "b" / "last.pt").model
     assert (
         int(half.train_steps) == 2
         and half.warming_up()
@@ -368,7 +368,7 @@ def test_expected_warmup_ends_at_the_same_step_after_a_resume(tmp_path):
         load_checkpoint(tmp_path / "b" / "last.pt"),
     )
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
-    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "a" / "last.pt").model
     assert (
         int(model.train_steps) == 4
         and not model.warming_up()

@@ -59,36 +59,16 @@ class Boom:  # a pickled object: weights_only loading must refuse it without run
         return (print, ("this must never run",))
 
 
-TINY = [
-    "--steps",
-    "2",
-    "--n-train",
-    "40",
-    "--n-val",
-    "0",
-    "--n-test",
-    "4",
-    "--batch-size",
-    "8",
-    "--val-every",
-    "0",
-    "--ckpt-every",
-    "0",
-    "--embed-dim",
-    "8",
-    "--hidden-dim",
-    "8",
-    "--attention-dim",
-    "8",
-    "--feature-dim",
-    "8",
-    "--warmup",
-    "1",
-    "--grid",
-    "8",
-    "--device",
-    "cpu",
-]
+def tiny_flags(steps: int = 2, n_train: int = 40, n_test: int = 4) -> list[str]:
+    "`train` flags of a tiny captioner run on scenes (also tests/test_draw_cli.py's)."
+    sizes = ["--embed-dim", "8", "--hidden-dim", "8", "--attention-dim", "8"]
+    sizes += ["--feature-dim", "8", "--warmup", "1", "--grid", "8", "--device", "cpu"]
+    data = ["--n-train", str(n_train), "--n-val", "0", "--n-test", str(n_test)]
+    quiet = ["--batch-size", "8", "--val-every", "0", "--ckpt-every", "0"]
+    return ["--steps", str(steps), *data, *quiet, *sizes]
+
+
+TINY = tiny_flags()
 
 
 @pytest.fixture(scope="module")
@@ -293,6 +273,58 @@ RANGES = {
     ],
     "draw train --lr -1": ["draw", "train", "--out", "{w}/draw", "--lr", "-1"],
     "draw sample --n 0": ["draw", "sample", "--checkpoint", "{w}/x.pt", "--n", "0"],
+    # upper bounds: a slip of the keyboard is one line, not an allocator's traceback
+    "caption --beam-size 1000000": [
+        "caption",
+        "--checkpoint",
+        "{w}/run/best.pt",
+        "{w}/scene.png",
+        "--beam-size",
+        "1000000",
+    ],
+    "evaluate --max-len 1000000": [
+        "evaluate",
+        "--checkpoint",
+        "{w}/run/best.pt",
+        "--max-len",
+        "1000000",
+    ],
+    "train --batch-size 1000000": ["train", *RUN, "--batch-size", "1000000"],
+    "train --hidden-dim 1000000": ["train", *RUN, "--hidden-dim", "1000000"],
+    "train --val-beam 1000000": ["train", *RUN, "--val-beam", "1000000"],
+    "demo --n-train 100000000": ["demo", "--out", "{w}/demo", "--n-train", "100000000"],
+    "draw train --hidden 1000000": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--hidden",
+        "1000000",
+    ],
+    "draw train --steps 10**9": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--steps",
+        "1000000000",
+    ],
+    "draw train --glimpses 100000": [
+        "draw",
+        "train",
+        "--out",
+        "{w}/draw",
+        "--glimpses",
+        "100000",
+    ],
+    "draw sample --n 100000": [
+        "draw",
+        "sample",
+        "--checkpoint",
+        "{w}/x.pt",
+        "--n",
+        "100000",
+    ],
 }
 
 
@@ -405,7 +437,7 @@ ERRORS = {
     ),
     "evaluate hollow checkpoint": (
         ["evaluate", "--checkpoint", "{w}/hollow.pt"],
-        "hollow.pt is not a complete",
+        "hollow.pt: not a complete captioner run",
     ),
     "evaluate --json is a folder": (
         ["evaluate", "--checkpoint", "{w}/run/best.pt", "--json", "{w}/folder.png"],

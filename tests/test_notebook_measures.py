@@ -32,10 +32,9 @@ PAPER_NOTEBOOKS = {
 # notebook: (reading minutes, largest code cell in lines as written), measured when the
 # measure became characters and the cells were formatted (issue 50's first step)
 DEBT = {
-    "04b_draw_training": (47.4, 120),  # +0.1: the --threads flag (issue 49)
     "12_training": (60.0, 81),  # the checkpoint loader's cell is still to split
     "13_api": (33.4, 150),
-    "13b_cli": (89.2, 179),  # +0.3: the --threads flag (issue 49)
+    "13b_cli": (87.6, 170),
 }
 
 ROWS = {r["notebook"][: -len(".ipynb")]: r for r in all_measures()}

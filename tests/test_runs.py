@@ -107,12 +107,16 @@ def test_refusals_are_one_line(toy, tmp_path):
     one_line(e)
     save_checkpoint({**ck, "config": {"n_in": 5, "n_out": 2}}, tmp_path / "unfit.pt")
     with pytest.raises(
-        InputError, match="unfit.pt: the weights do not fit the toytest"
+        InputError,
+        match="unfit.pt: not a complete toytest run, or weights that do not fit",
     ) as e:
         load_run(tmp_path / "unfit.pt")
     one_line(e)
     (tmp_path / "junk.pt").write_bytes(b"\x00" * 10)
-    with pytest.raises(InputError, match="junk.pt is not a sat_tutorial toytest") as e:
+    with pytest.raises(
+        InputError,
+        match="junk.pt could not be loaded: it is not a sat_tutorial toytest",
+    ) as e:
         load_run(tmp_path / "junk.pt", "toytest")
     one_line(e)
     with pytest.raises(InputError, match="is a folder"):

@@ -112,11 +112,11 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     )
     _, model, _, _ = load_checkpoint_model(
         tmp_path / "best.pt"
-    )  # no validation split: best.pt is the end of the run
+    ).model  # no validation split: best.pt is the end of the run
     assert torch.equal(model.state_dict()["embed.weight"], ck["model"]["embed.weight"])
     _, live, _, _ = load_checkpoint_model(
         tmp_path / "last.pt", live=True
-    )  # `evaluate --live-weights`
+    ).model  # `evaluate --live-weights`
     assert torch.equal(
         live.state_dict()["embed.weight"], ck["train_model"]["embed.weight"]
     )
@@ -129,7 +129,7 @@ def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     ]  # the weights of the 4 steps
     fit(tiny(steps=4, ema=0.9), tmp_path / "plain", resume=True, **QUIET)
     plain = load_checkpoint(tmp_path / "plain" / "last.pt")
-    _, model, _, _ = load_checkpoint_model(tmp_path / "plain" / "best.pt")
+    _, model, _, _ = load_checkpoint_model(tmp_path / "plain" / "best.pt").model
     assert "ema_updates" not in plain and torch.equal(
         plain["model"]["embed.weight"], trained
     )
@@ -256,7 +256,7 @@ def test_refuses_other_model_and_garbage(tmp_path):
 def test_checkpoint_roundtrip_gives_same_model(tmp_path):
     cfg = tiny()
     fit(cfg, tmp_path, **QUIET)
-    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "last.pt")
+    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "last.pt").model
     assert cfg2 == cfg and len(vocab) > 10
     ck = load_checkpoint(tmp_path / "last.pt")
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in ck["model"].items())
@@ -276,7 +276,10 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
             out,
             **QUIET,
         )
-    models = {p: load_checkpoint_model(out / "last.pt")[1] for p, out in runs.items()}
+    models = {
+        p: load_checkpoint_model(out / "last.pt").model.captioner
+        for p, out in runs.items()
+    }
     assert models[0.3].input_dropout.p == 0.3 and models[0.0].input_dropout.p == 0.0
     assert not torch.equal(
         models[0.3].L_o.weight, models[0.0].L_o.weight
@@ -294,7 +297,9 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
     monkeypatch.setattr(SoftAttentionCaptioner, "_input_gates", gates_without_dropout)
     fit(tiny(model_kwargs={"alpha_c": 0.0}), tmp_path / "no_dropout", **QUIET)
     assert torch.equal(
-        load_checkpoint_model(tmp_path / "no_dropout" / "last.pt")[1].L_o.weight,
+        load_checkpoint_model(
+            tmp_path / "no_dropout" / "last.pt"
+        ).model.captioner.L_o.weight,
         models[0.0].L_o.weight,
     )
 
@@ -306,7 +311,10 @@ def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
     for e, out in runs.items():
         fit(tiny(model_kwargs={"alpha_c": 0.0, "label_smoothing": e}), out, **QUIET)
     cks = {e: load_checkpoint(out / "last.pt") for e, out in runs.items()}
-    models = {e: load_checkpoint_model(out / "last.pt")[1] for e, out in runs.items()}
+    models = {
+        e: load_checkpoint_model(out / "last.pt").model.captioner
+        for e, out in runs.items()
+    }
     assert models[0.2].label_smoothing == 0.2 and models[0.0].label_smoothing == 0.0
     assert not torch.equal(models[0.2].L_o.weight, models[0.0].L_o.weight)
     first = {
@@ -433,7 +441,7 @@ def test_features_path_trains_validates_and_resumes_exactly(tmp_path):
     assert (
         s["best"]["step"] in (4, 8) and s["best"]["cider"] >= 0
     )  # validated by decoding the stored val features
-    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "v" / "best.pt")
+    enc, model, vocab, cfg2 = load_checkpoint_model(tmp_path / "v" / "best.pt").model
     assert cfg2.feature_dim == 16 and sum(p.numel() for p in enc.parameters()) == 0
     fit(cfg, tmp_path / "a", **QUIET)
     fit(cfg, tmp_path / "b", stop_at=3, **QUIET)
@@ -785,7 +793,7 @@ def test_two_gloo_processes_match_one_process(tmp_path, extra):
         for ck in (one, two):
             enc, model, vocab, _ = load_checkpoint_model(
                 tmp_path / ("one" if ck is one else "two") / "last.pt"
-            )
+            ).model
             caps = torch.tensor([[1, 4, 5, 6, 2], [1, 7, 8, 2, 0], [1, 9, 2, 0, 0]])
             torch.manual_seed(0)
             logits.append(model(torch.rand(3, 4, 16), caps, torch.tensor([5, 4, 3]))[0])

@@ -244,7 +244,7 @@ def evaluate_run():
     from sat_tutorial.training import evaluate, load_ensemble, transform_for
 
     try:
-        enc, model, vocab, cfg = load_ensemble([run / "best.pt"], "cpu")
+        enc, model, vocab, cfg = load_ensemble([run / "best.pt"], "cpu").model
     except Exception as e:
         out["error"] = f"a7_run/best.pt does not load: {type(e).__name__}: {e}"[:300]
         return out
