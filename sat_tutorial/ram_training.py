@@ -70,7 +70,7 @@ class RAMConfig:
     glimpse_dim: int = 256
     detach_policy: bool = True
     # l_0 of a sampled (training) episode: 'random' (uniform) or 'centre'; tests start
-    # uniform, seeded (evaluate_ram's protocol)
+    # the same way, seeded (evaluate_ram's protocol)
     init_loc: str = "random"
     batch_size: int = 64
     lr: float = 1e-3
@@ -140,14 +140,14 @@ def evaluate_ram(
     batch_size: int = 1000,
     mc_samples: int = 0,
     device=None,
-    start: str = "random",
+    start: str | None = None,
     seed: int = 0,
 ) -> dict:
     """Error on `data`. mc_samples=0: one episode per image that follows the policy
-    means, from l_0 uniform over the image (`start="random"`, drawn with `seed`: the
-    training distribution of l_0; the evaluation protocol, chosen on validation) or at
-    the centre (`start="centre"`); K>0 averages the class probabilities of K sampled
-    episodes (not in the paper)."""
+    means, from l_0 uniform (`start="random"`, drawn with `seed`), at the centre, or
+    (None) as in training; K>0 averages the class probabilities of K sampled episodes
+    (not in the paper)."""
+    start = model.init_loc if start is None else start
     if start not in ("centre", "random"):
         raise ValueError(f"start must be 'centre' or 'random', got {start!r}")
     device = device or next(model.parameters()).device
@@ -609,7 +609,7 @@ def _model_flags(t: argparse.ArgumentParser) -> None:
         choices=["centre", "random"],
         default="random",
         help="first glimpse of a training episode: uniform over the image, or the "
-        "centre; tests start uniform too, with a fixed seed (default: %(default)s)",
+        "centre; tests start the same way, seeded (default: %(default)s)",
     )
     t.add_argument(
         "--policy-grad-to-core",
@@ -722,10 +722,10 @@ def add_cli(subparsers) -> argparse.ArgumentParser:
     e.add_argument(
         "--start",
         choices=["centre", "random"],
-        default="random",
+        default=None,
         help="first glimpse of the test episode: uniform over the image, drawn with "
-        "--seed, as in training (the protocol every RAM number here uses), or the "
-        "centre (default: %(default)s)",
+        "--seed, or the centre (default: as the run was trained, its --init-loc: the "
+        "protocol every RAM number here uses)",
     )
     e.add_argument(
         "--seed",

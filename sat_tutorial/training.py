@@ -743,7 +743,7 @@ def load_checkpoint_model(path, device="cpu", live: bool = False) -> RunRecord:
     `live`: the training weights, not their average."""
     return load_run(path, "captioner", map_location=device, live=live)
 
-
+# %% ../nbs/12_training.ipynb #acae54e37e7d407bbb7b55eff062a284
 ENSEMBLE_SHARED = (
     "data",
     "encoder",

@@ -32,7 +32,6 @@ PAPER_NOTEBOOKS = {
 # notebook: (reading minutes, largest code cell in lines as written), measured when the
 # measure became characters and the cells were formatted (issue 50's first step)
 DEBT = {
-    "12_training": (60.0, 81),  # the checkpoint loader's cell is still to split
     "13_api": (33.4, 150),
     "13b_cli": (87.6, 170),
 }
