@@ -78,3 +78,30 @@ def caption_batch(V: int = 15, B: int = 3, T: int = 6):
         caps[b, n - 1] = Vocab.end
         caps[b, n:] = Vocab.pad
     return caps, lengths
+
+
+def minute_clock():
+    "A `Clock` subclass on which every step takes one minute."
+    from sat_tutorial.learner import Clock
+
+    class _MinutePerStep(Clock):
+        def before_fit(self, learn):
+            self.learn = learn
+            super().before_fit(learn)
+
+        def minutes(self):
+            learn = getattr(self, "learn", None)
+            return float(learn.step) if learn is not None else self.spent
+
+    return _MinutePerStep
+
+
+def rate_recorder(lrs: list):
+    "A callback appending the learning rate after every step to `lrs`."
+    from sat_tutorial.learner import Callback
+
+    class Rates(Callback):
+        def after_step(self, learn):
+            lrs.append(learn.opt.param_groups[0]["lr"])
+
+    return Rates()

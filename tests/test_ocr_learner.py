@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from sat_tutorial import ocr_training
+from fakes import minute_clock, rate_recorder
 from sat_tutorial.cli import main
 from sat_tutorial.core import InputError, load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted
@@ -122,27 +123,15 @@ def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
     assert (run.kind, run.version, run.config["steps"]) == ("ocr", 2, 7)
 
 
-class MinutePerStep(Clock):
-    def before_fit(self, learn):
-        self.learn = learn
-        super().before_fit(learn)
-
-    def minutes(self):
-        learn = getattr(self, "learn", None)
-        return float(learn.step) if learn is not None else self.spent
-
-
 def test_time_budget_is_minutes_of_the_clock(tmp_path, monkeypatch):
     "A 4-minute budget at a minute a step: 4 steps, the cosine over the 4 minutes."
-    monkeypatch.setattr(ocr_training, "Clock", MinutePerStep)
+    monkeypatch.setattr(ocr_training, "Clock", minute_clock())
     lrs = []
 
-    class Rates(Callback):
-        def after_step(self, learn):
-            lrs.append(learn.opt.param_groups[0]["lr"])
-
     cfg = OCRConfig(**TINY, steps=1000, lr=1e-3)
-    _, m = train_ocr(cfg, None, time_budget=4.0, progress=False, cbs=[Rates()])
+    _, m = train_ocr(
+        cfg, None, time_budget=4.0, progress=False, cbs=[rate_recorder(lrs)]
+    )
     assert m["steps"] == 4
     want = [
         1e-3 * 0.5 * (1 + torch.cos(torch.tensor(k / 4 * torch.pi))) for k in range(4)

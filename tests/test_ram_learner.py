@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from sat_tutorial import ram_training
+from fakes import minute_clock, rate_recorder
 from sat_tutorial.cli import main
 from sat_tutorial.core import InputError, load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted, StopRun
@@ -182,29 +183,15 @@ def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
         assert m1[key] == m2[key], key
 
 
-class MinutePerStep(Clock):
-    "A clock on which every step takes one minute."
-
-    def before_fit(self, learn):
-        self.learn = learn
-        super().before_fit(learn)
-
-    def minutes(self):
-        learn = getattr(self, "learn", None)
-        return float(learn.step) if learn is not None else self.spent
-
-
 def test_time_budget_is_minutes_of_the_clock(tmp_path, monkeypatch):
     "A 3-minute budget at a minute a step: 3 steps, the rate annealed by the clock."
-    monkeypatch.setattr(ram_training, "Clock", MinutePerStep)
+    monkeypatch.setattr(ram_training, "Clock", minute_clock())
     lrs = []
 
-    class Rates(Callback):
-        def after_step(self, learn):
-            lrs.append(learn.opt.param_groups[0]["lr"])
-
     cfg, data = tiny(steps=1000, anneal=True)
-    _, m = train_ram(cfg, out=tmp_path, time_budget=3.0, cbs=[Rates()], **data)
+    _, m = train_ram(
+        cfg, out=tmp_path, time_budget=3.0, cbs=[rate_recorder(lrs)], **data
+    )
     assert m["step"] == 3 and (tmp_path / "ram.pt").exists()
     assert lrs == pytest.approx([1e-3, 1e-3 * 2 / 3, 1e-3 / 3])
 
