@@ -1,7 +1,8 @@
 __version__ = "0.1.0"
 
-# The captioning API at the top level: `sat_tutorial.load_captioner(checkpoint)` (notebook 13_api). nbdev writes only the version
-# line above and keeps the rest; the import waits for the first use so that `import sat_tutorial` stays light.
+# The captioning API at the top level: `sat_tutorial.load_captioner(checkpoint)`
+# (notebook 13_api). nbdev writes only the version line above and keeps the rest; the
+# import waits for the first use so that `import sat_tutorial` stays light.
 _API = {"load_captioner": "api", "ImageCaptioner": "api", "CaptionResult": "api"}
 
 

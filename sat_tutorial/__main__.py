@@ -1,4 +1,5 @@
-"`python -m sat_tutorial`: the same as the `sat-tutorial` command (hand-written: nbdev does not generate __main__)."
+"""`python -m sat_tutorial`: the same as the `sat-tutorial` command (hand-written: nbdev
+does not generate __main__)."""
 
 import sys
 
