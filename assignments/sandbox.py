@@ -123,11 +123,13 @@ def command(
     }
     args = [exe, "--unshare-all", "--die-with-parent", "--new-session"]
     args += ["--cap-drop", "ALL", "--hostname", "sandbox"]
+    # the scratch /tmp first: a checkout or a Python environment under /tmp is then
+    # bound on top of it, not hidden by it
+    args += ["--size", str(256 * MIB), "--tmpfs", "/tmp"]
     args += _system()
     args += ["--ro-bind", str(package_dir()), "/pkg/sat_tutorial"]
     args += ["--ro-bind", str(grader), "/grader/runner.py"]
     args += ["--dev", "/dev", "--proc", "/proc"]
-    args += ["--size", str(256 * MIB), "--tmpfs", "/tmp"]
     args += ["--bind", str(work), "/submission", "--bind", str(out), "/out"]
     args += ["--remount-ro", "/", "--chdir", "/submission", "--clearenv"]
     for k, v in env.items():
