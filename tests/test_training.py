@@ -208,7 +208,9 @@ def test_length_pool_is_refused_for_self_critical_training(tmp_path):
         match="length_pool sorts reference captions for cross-entropy training",
     ):
         fit(tiny(length_pool=4, scst=True), tmp_path, **QUIET)
-    with pytest.raises(ValueError, match="length_pool must be an integer ≥ 0, not -2"):
+    with pytest.raises(
+        ValueError, match="length_pool must be an integer ≥ 0 and ≤ 10000, not -2"
+    ):
         fit(tiny(length_pool=-2), tmp_path, **QUIET)
 
 
