@@ -17,7 +17,7 @@ from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'ImageCaptioner', 'load_captioner']
+__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'CaptionPipeline', 'ImageCaptioner', 'load_captioner']
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
@@ -144,10 +144,11 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
         except ValueError as e:
             raise InputError(f"--reads {reads}: {checkpoint}: {e}") from None
 
-# %% ../nbs/13_api.ipynb #a91c0003
-class ImageCaptioner:
+# %% ../nbs/13_api.ipynb #64f01fd2
+class CaptionPipeline:
     """A trained captioner (or an ensemble) with its encoder, vocabulary and image
-    transform: call it on images to caption them."""
+    transform, in three stages: `prepare` an image, compute its `features`, `decode`
+    them."""
 
     def __init__(self, encoder, model, vocab, cfg, device, checkpoints: Sequence[str]):
         from sat_tutorial.training import input_size, transform_for
@@ -210,6 +211,7 @@ class ImageCaptioner:
 
         BEAM_SIZE.check(beam_size, "beam_size")
         MAX_LEN.check(max_len, "max_len")
+        self.model.check_max_len(max_len)  # e.g. a Transformer's word positions
         nonneg_float.check(length_norm, "length_norm")
         return decode(
             self.model,
@@ -219,6 +221,11 @@ class ImageCaptioner:
             [self.vocab.unk] if no_unk else (),
             length_norm,
         )
+
+# %% ../nbs/13_api.ipynb #6c49106e
+class ImageCaptioner(CaptionPipeline):
+    """A trained captioner (or an ensemble) with its encoder, vocabulary and image
+    transform: call it on images to caption them."""
 
     def __call__(
         self,

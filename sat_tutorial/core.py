@@ -13,10 +13,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'dropout_float',
-           'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads',
-           'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state', 'check_shape',
-           'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint']
+__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'budget_minutes',
+           'dropout_float', 'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
+           'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state',
+           'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
+           'load_checkpoint']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -88,10 +89,13 @@ nonneg_int = Range(int, lo=0)
 seed_int = Range(int, lo=0, hi=2**32 - 1)
 #: learning rates, temperatures
 positive_float = Range(float, lo=0, lo_open=True)
-#: clipping norms, time budgets (0: off)
+#: clipping norms (0: off)
 nonneg_float = Range(float, lo=0)
 #: shares: max_missing
 unit_float = Range(float, lo=0, hi=1)
+#: minutes of a run's time budget or cap (0: off); 30 days at most, so that a typo
+#: (1e9) is refused rather than read as a schedule that never decays
+budget_minutes = Range(float, lo=0, hi=43_200)
 #: probabilities of dropping, decays (1 would drop or keep everything)
 dropout_float = Range(float, lo=0, hi=1, hi_open=True)
 

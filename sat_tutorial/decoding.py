@@ -232,6 +232,11 @@ class Ensemble(torch.nn.Module):
             None  # each member's state length, from init_state
         )
 
+    def check_max_len(self, max_len: int) -> None:
+        "The Captioner hook (05c): every member must hold captions of `max_len` words."
+        for m in self.members:
+            m.check_max_len(max_len)
+
     def init_state(self, feats: torch.Tensor) -> tuple:
         "The members' states, joined into one tuple."
         states = [m.init_state(feats) for m in self.members]

@@ -400,7 +400,10 @@ class Progress(Callback):
             )
 
 # %% ../nbs/12e_fit_captioners.ipynb #539dd697
-FORMAT = "sat_tutorial.captioner/1"
+from .runs import KINDS, format_tag
+
+# "sat_tutorial.captioner/1": the run format of notebook 12f
+FORMAT = format_tag("captioner", KINDS["captioner"].version)
 
 # %% ../nbs/12e_fit_captioners.ipynb #ff8663b1
 def checkpoint_state(run: Run, learn: Learner) -> dict:

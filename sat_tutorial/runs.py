@@ -18,7 +18,7 @@ from sat_tutorial.core import (
     add_threads_flag,
     get_device,
     load_checkpoint,
-    nonneg_float,
+    budget_minutes,
 )
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
@@ -235,7 +235,7 @@ def add_run_flags(
     p.add_argument("--overwrite", action="store_true", help=h["overwrite"])
     p.add_argument(
         "--time-budget",
-        type=nonneg_float,
+        type=budget_minutes,
         default=time_budget,
         metavar="MINUTES",
         help=h["time_budget"] + budget_note,

@@ -20,6 +20,7 @@ from sat_tutorial.core import (
     Range,
     dropout_float,
     load_checkpoint,
+    budget_minutes,
     nonneg_float,
     nonneg_int,
     positive_float,
@@ -92,7 +93,7 @@ CONFIG_RANGES = {
     "patience": Range(int, 0, 10**6),
     "val_beam": Range(int, 1, 100),  # as api.BEAM_SIZE
     "max_len": Range(int, 1, 200),  # as api.MAX_LEN
-    "time_budget": nonneg_float,
+    "time_budget": budget_minutes,
     "n_train": Range(int, 1, 10**6),
     "n_val": Range(int, 0, 10**6),
     "n_test": Range(int, 0, 10**6),

@@ -105,3 +105,43 @@ def rate_recorder(lrs: list):
             lrs.append(learn.opt.param_groups[0]["lr"])
 
     return Rates()
+
+
+def one_line(capsys, *needles) -> str:
+    "The captured stderr: one line, no traceback, holding each of `needles`."
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+BAD_OUTS = ["file", "under_file", "read_only", "a_run"]
+
+
+def bad_out(tmp_path, monkeypatch, where: str, run_file: str):
+    """An --out a training command must refuse before any work (`where`, one of
+    BAD_OUTS): a file, a path under a file, a read-only folder, or a folder holding a
+    run whose `run_file` reads b"an earlier run". Returns the --out, that earlier run
+    file, and what the one-line error must say."""
+    import os
+
+    f = tmp_path / "a-file"
+    f.write_text("x")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / run_file).write_bytes(b"an earlier run")
+    out = {
+        "file": f,
+        "under_file": f / "run",
+        "read_only": tmp_path / "ro" / "run",
+        "a_run": run,
+    }[where]
+    if where == "read_only":
+        (tmp_path / "ro").mkdir()
+        real = os.access  # root writes anywhere: the check asks os.access
+        monkeypatch.setattr(
+            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
+        )
+    why = {"read_only": "is read-only", "a_run": "--overwrite"}.get(where, "is a file")
+    return out, run / run_file, why

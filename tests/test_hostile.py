@@ -165,6 +165,8 @@ RANGES = {
     "train --scst-temperature 0": ["train", *RUN, "--scst-temperature", "0"],
     "train --clip -1": ["train", *RUN, "--clip", "-1"],
     "train --time-budget inf": ["train", *RUN, "--time-budget", "inf"],
+    "train --time-budget 1e9": ["train", *RUN, "--time-budget", "1e9"],
+    "ram train --time-budget 1e9": ["ram", "train", *RUN, "--time-budget", "1e9"],
     "train --num-workers -1": ["train", *RUN, "--num-workers", "-1"],
     "train --model-kwargs '[1]'": ["train", *RUN, "--model-kwargs", "[1]"],
     "train --model-kwargs '{bad'": ["train", *RUN, "--model-kwargs", "{bad"],

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from sat_tutorial import ocr_training
-from fakes import minute_clock, rate_recorder
+from fakes import BAD_OUTS, bad_out, minute_clock, one_line, rate_recorder
 from sat_tutorial.cli import main
 from sat_tutorial.core import InputError, load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted
@@ -38,42 +38,18 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-def one_line(capsys, *needles):
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, err
-
-
-@pytest.mark.parametrize("where", ["file", "under_file", "read_only", "a_run"])
+@pytest.mark.parametrize("where", BAD_OUTS)
 def test_bad_out_is_refused_before_rendering(tmp_path, capsys, monkeypatch, where):
-    f = tmp_path / "a-file"
-    f.write_text("x")
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "ocr.pt").write_bytes(b"an earlier run")
-    out = {
-        "file": f,
-        "under_file": f / "run",
-        "read_only": tmp_path / "ro" / "run",
-        "a_run": run,
-    }[where]
-    if where == "read_only":
-        (tmp_path / "ro").mkdir()
-        real = os.access  # root writes anywhere: the check asks os.access
-        monkeypatch.setattr(
-            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
-        )
+    out, earlier, why = bad_out(tmp_path, monkeypatch, where, "ocr.pt")
 
     def no_images(cfg):
         raise AssertionError("images were rendered before --out was checked")
 
     monkeypatch.setattr(ocr_training, "_datasets", no_images)
     code = main(["ocr", "train", "--steps", "2", "--out", str(out), *TINY_FLAGS])
-    why = {"read_only": "is read-only", "a_run": "--overwrite"}.get(where, "is a file")
     assert code == 1
     one_line(capsys, "--out", why)
-    assert (run / "ocr.pt").read_bytes() == b"an earlier run"
+    assert earlier.read_bytes() == b"an earlier run"
 
 
 def test_nan_loss_stops_with_one_line(tmp_path, capsys, monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from sat_tutorial import ram_training
-from fakes import minute_clock, rate_recorder
+from fakes import BAD_OUTS, bad_out, minute_clock, one_line, rate_recorder
 from sat_tutorial.cli import main
 from sat_tutorial.core import InputError, load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted, StopRun
@@ -68,44 +68,19 @@ def fake_mnist(monkeypatch):
 TINY_FLAGS = ["--batch-size", "16", "--val", "0", "--quiet", "--device", "cpu"]
 
 
-def one_line(capsys, *needles):
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in err, err
-    return err
-
-
-@pytest.mark.parametrize("where", ["file", "under_file", "read_only", "a_run"])
+@pytest.mark.parametrize("where", BAD_OUTS)
 def test_bad_out_is_refused_before_any_work(tmp_path, capsys, monkeypatch, where):
     "--out a file, under a file, read-only, or holding a run: one line, no data read."
-    f = tmp_path / "a-file"
-    f.write_text("x")
-    run = tmp_path / "run"
-    run.mkdir()
-    (run / "ram.pt").write_bytes(b"an earlier run")
-    out = {
-        "file": f,
-        "under_file": f / "run",
-        "read_only": tmp_path / "ro" / "run",
-        "a_run": run,
-    }[where]
-    if where == "read_only":
-        (tmp_path / "ro").mkdir()
-        real = os.access  # root writes anywhere: the check asks os.access
-        monkeypatch.setattr(
-            os, "access", lambda p, m: Path(p).name != "ro" and real(p, m)
-        )
+    out, earlier, why = bad_out(tmp_path, monkeypatch, where, "ram.pt")
 
     def no_data(*a, **k):
         raise AssertionError("data was read before --out was checked")
 
     monkeypatch.setattr(ram_training, "_ram_data", no_data)
     code = main(["ram", "train", "--out", str(out), *TINY_FLAGS])
-    why = {"read_only": "is read-only", "a_run": "--overwrite"}.get(where, "is a file")
     assert code == 1
     one_line(capsys, "--out", why)
-    assert (run / "ram.pt").read_bytes() == b"an earlier run"
+    assert earlier.read_bytes() == b"an earlier run"
 
 
 def test_nan_loss_stops_with_one_line_and_keeps_the_last_checkpoint(

@@ -246,3 +246,42 @@ def test_a_configuration_error_stops_train_before_step_one(
     assert err == [f"sat-tutorial: error: {message}"], captured.err
     assert "step" not in captured.out  # no training step ran, no checkpoint either
     assert {p.name: p.read_bytes() for p in out.iterdir()} == earlier
+
+
+def test_decoding_past_the_word_positions_is_refused_by_evaluate_and_caption(
+    tmp_path, capsys
+):
+    """A Transformer holds max_len positions: `evaluate`, `caption` and
+    `load_captioner` refuse a longer --max-len with the hook's one line, before
+    decoding anything."""
+    from PIL import Image
+    from sat_tutorial.api import load_captioner
+    from sat_tutorial.scenes import make_scenes
+
+    run = tmp_path / "run"
+    argv = ["train", "--model", "transformer", "--steps", "2", "--out", str(run)]
+    small_data = [
+        "--n-train",
+        "32",
+        "--n-val",
+        "4",
+        "--n-test",
+        "4",
+        "--val-every",
+        "2",
+    ]
+    kwargs = ["--model-kwargs", '{"max_len": 21}']
+    assert main([*argv, *small_data, *kwargs]) == 0
+    image = tmp_path / "x.png"
+    Image.fromarray(make_scenes(1, seed=5)[0].array).save(image)
+    capsys.readouterr()
+    ck = ["--checkpoint", str(run / "best.pt")]
+    assert main(["evaluate", *ck, "--max-len", "40"]) == 1
+    assert main(["caption", *ck, str(image), "--max-len", "40"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("need max_len 41 or more") == 2, err
+    cap = load_captioner(run / "best.pt")
+    with pytest.raises(InputError, match="need max_len 41 or more"):
+        cap(str(image), max_len=40)
+    r = cap(str(image), max_len=20)  # within its positions: decodes
+    assert len(r.words) <= 20

@@ -54,8 +54,6 @@ def measures(path) -> dict:
         "notebook": Path(path).name,
         "minutes": round(words / 150 + chars / 400, 1),
         "largest_cell": max([cell_lines(c) for c in code] or [0]),
-        # lines as written (DEBT in tests/test_notebook_measures.py was measured so)
-        "largest_cell_written": max([c.count("\n") + 1 for c in code] or [0]),
         "figures": images(nb) if has_outputs(nb) else None,
         "exercises": exercises,
     }

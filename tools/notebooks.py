@@ -35,9 +35,6 @@ MAX_BYTES = 1_000_000  # about 1 MB per notebook
 SKIP = re.compile(r"^#\|\s*(eval:\s*false|notest|slow)\s*$", re.M)  # as nbs/conftest.py
 IMAGE = ("image/png", "image/svg+xml", "image/jpeg")
 COMMAND = "make notebooks NB={name}"  # what a stale notebook's message tells to run
-# False while the notebooks are being executed for the first time: a notebook with no
-# outputs and no stamp is then skipped by the tests; True once every notebook is stored.
-REQUIRE_OUTPUTS = False
 
 
 def source(cell) -> str:
