@@ -73,3 +73,16 @@ def test_nbdev_clean_keeps_outputs_and_stamp():
     assert nbt.KEY in d.get("allowed_metadata_keys", "").split(), (
         f"nbdev_clean would strip the stamp: add {nbt.KEY} to allowed_metadata_keys"
     )
+
+
+def test_outputs_on_the_standin_digits_are_refused():
+    "`make notebooks` never stores figures of RAM or DRAW drawn on the stand-in digits."
+    said = {"output_type": "stream", "name": "stderr", "text": "sat_tutorial: using "}
+    said["text"] += "stand-in digits rendered from matplotlib's fonts\n"
+    cell = {"cell_type": "code", "source": "x", "outputs": [said], "metadata": {}}
+    assert nbt.on_standin(_nb([cell]))
+    assert not nbt.on_standin(_nb([dict(cell, outputs=[])]))
+    assert "01c_mnist" in nbt.TEACHES_STANDIN and len(nbt.TEACHES_STANDIN) == 1
+    for name, path in PATHS.items():  # and none of the stored notebooks is
+        if name not in nbt.TEACHES_STANDIN:
+            assert not nbt.on_standin(json.loads(path.read_text())), name

@@ -14,7 +14,9 @@ it.
 Notebooks run one after another, each in a fresh kernel with the working directory nbs/,
 one torch thread and the offline data beside the checkout when it exists. Figures are
 stored as PNG at the dpi of tools/matplotlibrc (a notebook stays under about 1 MB). The
-written file is what `nbdev_clean` leaves, so cleaning again changes nothing.
+written file is what `nbdev_clean` leaves, so cleaning again changes nothing. Outputs
+computed on the stand-in digits (no MNIST files) are refused, except in 01c_mnist, which
+shows the stand-in on purpose.
 """
 
 from __future__ import annotations
@@ -98,6 +100,20 @@ def notebooks(names=()) -> list[Path]:
     return sorted(chosen)
 
 
+STANDIN = "stand-in digits"  # what the package says when it draws MNIST's stand-in
+TEACHES_STANDIN = {"01c_mnist"}  # the notebook that shows the stand-in on purpose
+
+
+def on_standin(nb: dict) -> bool:
+    "Whether any output of `nb` says that its digits were the offline stand-in."
+    return any(
+        STANDIN in source({"source": o.get("text", "")})
+        for c in nb["cells"]
+        if c["cell_type"] == "code"
+        for o in c.get("outputs", [])
+    )
+
+
 def kernel_env() -> dict:
     "The environment of the kernels: figures inline, small PNGs, one thread, the data."
     env = dict(os.environ)
@@ -144,6 +160,12 @@ def execute(path: Path, timeout: int = 900) -> dict:
         c.metadata["tags"].remove("skip-execution")
         c.outputs = []
     nb = json.loads(nbformat.writes(nb))
+    if path.stem not in TEACHES_STANDIN and on_standin(nb):
+        raise RuntimeError(
+            f"{path.name}: its outputs were computed on the {STANDIN}, not on MNIST; "
+            "they are not stored. Put the MNIST files under $SAT_TUTORIAL_DATA "
+            "(README.md, Data) and run it again"
+        )
     nb["metadata"][KEY] = {"code_hash": code_hash(nb), "outputs": n_outputs(nb)}
     clean_nb(nb, False, [KEY], None, True)  # what nbdev_clean does with settings.ini
     write_nb(nb, path)
