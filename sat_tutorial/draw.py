@@ -188,9 +188,9 @@ class DRAW(nn.Module):
         self.T, self.read_n, self.write_n, self.z_dim = T, read_n, write_n, z_dim
         self.attention, self.A, self.B = attention, A, B
         read_size = 2 * read_n * read_n if attention else 2 * A * B
-        self.enc = nn.LSTMCell(read_size + hidden, hidden)  # RNN^enc, eq. 3
-        self.dec = nn.LSTMCell(z_dim, hidden)  # RNN^dec(z_t), eq. 5
-        self.Q = nn.Linear(hidden, 2 * z_dim)  # h^enc -> (μ_t, log σ_t), eqs. 7-8
+        self.enc = nn.LSTMCell(read_size + hidden, hidden)  # RNN^enc, eq. 5
+        self.dec = nn.LSTMCell(z_dim, hidden)  # RNN^dec(z_t), eq. 7
+        self.Q = nn.Linear(hidden, 2 * z_dim)  # h^enc -> (μ_t, log σ_t), eqs. 1-2
         w_size = write_n * write_n if attention else A * B
         self.W_write = nn.Linear(hidden, w_size)  # h^dec -> w_t, eq. 28 (18)
         if attention:
@@ -228,14 +228,14 @@ class DRAW(nn.Module):
         h_enc, s_enc, h_dec, s_dec, c = self._init(bs)
         mus, log_sigmas, rec = [], [], {k: [] for k in ("canvases", "read", "write")}
         for t in range(self.T):
-            x_hat = x - torch.sigmoid(c)  # eq. 1, the error image
-            r, p_read = self.read(x, x_hat, h_dec)  # eq. 2 (27 or 17)
+            x_hat = x - torch.sigmoid(c)  # eq. 3, the error image
+            r, p_read = self.read(x, x_hat, h_dec)  # eq. 4 (27 or 17)
             h_enc, s_enc = self.enc(torch.cat([r, h_dec], 1), (h_enc, s_enc))  # 3
             mu, log_sigma = self.Q(h_enc).chunk(2, dim=-1)  # (bs, Z) each
-            z = mu + log_sigma.exp() * torch.randn_like(mu)  # eq. 4, reparameterised
+            z = mu + log_sigma.exp() * torch.randn_like(mu)  # eq. 6, reparameterised
             h_dec, s_dec = self.dec(z, (h_dec, s_dec))
             dc, p_write = self.write(h_dec)  # eq. 29 or 18
-            c = c + dc  # eq. 6, (bs, B, A)
+            c = c + dc  # eq. 8, (bs, B, A)
             mus.append(mu)
             log_sigmas.append(log_sigma)
             if record:
