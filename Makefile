@@ -10,7 +10,7 @@ DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DAT
 TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
 JOBS ?= 2
 
-.PHONY: demo test install sandbox lab export clean-nbs bench help docs docs-check notebooks assignments grade
+.PHONY: demo test install sandbox lab export clean-nbs bench help docs docs-check notebooks assignments grade weights
 
 help:
 	@echo "make demo   - install into $(VENV) and run the demo (sat-tutorial demo --out demo_out)"
@@ -19,6 +19,7 @@ help:
 	@echo "make export - nbdev_export + nbdev_clean after editing notebooks"
 	@echo "make notebooks - execute the notebooks whose stored outputs are not current, one after"
 	@echo "                 another, and store their outputs (NB='02 14' for some, ALL=1 for all)"
+	@echo "make weights - retrain the model zoo (sat_tutorial/zoo/) one model after another, NAME=soft-scenes for one"
 	@echo "make docs   - build the book (every notebook executed, API, options, results) into _docs/"
 	@echo "make docs-check - open every page of _docs/ in headless Chromium; screenshots in _docs/_screens/"
 	@echo "make assignments - write the student versions of the course kit to assignments/release/"
@@ -76,6 +77,11 @@ notebooks: $(STAMP)
 
 export: $(STAMP)
 	$(VENV)/bin/nbdev_export && $(VENV)/bin/nbdev_clean
+
+# The model zoo: every model trained by its `sat-tutorial` command, packed, entered in
+# sat_tutorial/zoo/manifest.json (tools/zoo.py). Retrain one only when its code changed.
+weights: $(STAMP)
+	$(DATA_ENV) $(PY) tools/zoo.py build $(NAME)
 
 bench: $(STAMP)
 	$(DATA_ENV) $(PY) bench/run_all.py

@@ -25,6 +25,7 @@ setuptools.setup(
     keywords=cfg["keywords"].split(),
     packages=setuptools.find_packages(include=["sat_tutorial", "sat_tutorial.*"]),
     include_package_data=True,
+    package_data={"sat_tutorial": ["zoo/*.pt", "zoo/manifest.json"]},  # the model zoo
     install_requires=requirements,
     extras_require={
         "dev": dev_requirements,

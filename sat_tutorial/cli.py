@@ -395,7 +395,8 @@ def cmd_train(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr, ram_training
+    from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr, pretrained
+    from sat_tutorial import ram_training
 
     p = argparse.ArgumentParser(
         prog="sat-tutorial",
@@ -403,7 +404,8 @@ def build_parser() -> argparse.ArgumentParser:
         "train, evaluate and caption with Show-Attend-Tell (soft, hard), "
         "adaptive attention and "
         "Bottom-Up/Top-Down; extract CNN features; train and evaluate RAM; "
-        "train and sample DRAW.",
+        "train and sample DRAW; list the trained models that ship with it "
+        "(pretrained).",
     )
     p.add_argument("--version", action="version", version=f"sat_tutorial {__version__}")
     p.add_argument(
@@ -423,6 +425,7 @@ def build_parser() -> argparse.ArgumentParser:
     ocr.add_cli(
         sub
     )  # the MNIST and OCR chapters keep their commands next to their models
+    pretrained.add_pretrained(sub)  # the zoo (notebook 16)
     return p
 
 # %% ../nbs/13b_cli.ipynb #492ddc52

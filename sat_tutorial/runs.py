@@ -23,9 +23,9 @@ from sat_tutorial.core import (
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
-           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'RunRecord', 'load_run',
-           'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'ZOO_DIR', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
+           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'zoo_manifest',
+           'sha256_file', 'zoo_file', 'run_path', 'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -120,6 +120,56 @@ def save_run(path, kind: str, model, config: dict, **state) -> Path:
     }
     return write_checkpoint({**state, **run}, path)
 
+# %% ../nbs/12f_runs.ipynb #da94eb6c
+import hashlib, json
+
+ZOO_DIR = Path(importlib.import_module("sat_tutorial").__file__).parent / "zoo"
+
+
+def zoo_manifest(zoo=None) -> list[dict]:
+    "The entries of the zoo's `manifest.json` (none when the folder has no manifest)."
+    path = Path(zoo or ZOO_DIR) / "manifest.json"
+    return json.loads(path.read_text())["models"] if path.is_file() else []
+
+
+def sha256_file(path) -> str:
+    "The SHA-256 of a file, read in 1 MB blocks."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def zoo_file(name: str, zoo=None) -> Path:
+    """The weights file of the zoo model `name`, its SHA-256 checked against the
+    manifest: an unknown name, a missing file or another hash is one line."""
+    entries = {e["name"]: e for e in zoo_manifest(zoo)}
+    if name not in entries:
+        known = ", ".join(entries) or "none"
+        raise InputError(f"no zoo model {name!r} (the zoo holds: {known})")
+    e = entries[name]
+    path = Path(zoo or ZOO_DIR) / e["file"]
+    if not path.is_file():
+        raise InputError(f"zoo model {name}: {path} is missing; reinstall sat_tutorial")
+    got = sha256_file(path)
+    if got != e["sha256"]:
+        raise InputError(
+            f"zoo model {name}: {path} has SHA-256 {got[:16]}…, its manifest says "
+            f"{e['sha256'][:16]}…: the file was damaged or replaced; reinstall "
+            "sat_tutorial"
+        )
+    return path
+
+
+def run_path(path, zoo=None) -> Path:
+    """The file a run is read from: `path` itself when it exists, else the zoo's file
+    when `path` is a zoo model's name (checked by `zoo_file`), else `path`."""
+    if not Path(path).exists() and isinstance(path, (str, Path)):
+        if str(path) in {e["name"] for e in zoo_manifest(zoo)}:
+            return zoo_file(str(path), zoo)
+    return Path(path)
+
 # %% ../nbs/12f_runs.ipynb #f64c52c9
 @dataclass
 class RunRecord:
@@ -148,11 +198,16 @@ def load_run(
 ) -> RunRecord:
     """The run in `path` (of `kind`, when given) as a `RunRecord`: its model rebuilt
     from the config with the file's weights (`live`: the training weights under their
-    average). Whatever does not fit is one line naming the file (`InputError`)."""
-    path = Path(path)
+    average). `path` may name a model of the zoo (`run_path`). Whatever does not fit
+    is one line naming the file (`InputError`)."""
+    path = run_path(path)
     want = f"a sat_tutorial {kind or 'run'} checkpoint"
     if not path.is_file():
         why = "is a folder, not a file" if path.is_dir() else "does not exist"
+        if not path.is_dir() and len(path.parts) == 1 and not path.suffix:
+            why += (
+                ", nor is it a zoo model's name (`sat-tutorial pretrained` lists them)"
+            )
         raise InputError(f"checkpoint {path} {why}")
     try:
         ck = load_checkpoint(path, map_location=map_location)

@@ -1,0 +1,108 @@
+"""The model zoo as it ships: every model loads by name, its recomputed slice metric
+agrees with its manifest entry, the whole zoo fits its budget, a damaged file is one
+line, and the names work in the command line and the Python API."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from sat_tutorial.core import InputError
+from sat_tutorial.pretrained import TOLERANCE, slice_metric
+from sat_tutorial.runs import ZOO_DIR, load_run, run_path, sha256_file, zoo_manifest
+
+ENTRIES = {e["name"]: e for e in zoo_manifest()}
+EXE = Path(sys.executable).parent / "sat-tutorial"
+KEYS = {"name", "kind", "paper", "data", "metrics", "command", "bytes", "sha256"}
+
+
+def test_the_zoo_ships_and_fits_its_budget():
+    assert ENTRIES, f"no models in {ZOO_DIR}/manifest.json"
+    total = sum(e["bytes"] for e in ENTRIES.values())
+    assert total <= 40 * 10**6, f"the zoo is {total / 1e6:.1f} MB, over 40"
+    for e in ENTRIES.values():
+        path = ZOO_DIR / e["file"]
+        assert path.stat().st_size == e["bytes"], e["name"]
+        assert sha256_file(path) == e["sha256"], e["name"]
+        assert KEYS <= set(e), (e["name"], KEYS - set(e))
+        assert e["command"].startswith("sat-tutorial "), e["name"]
+
+
+@pytest.mark.parametrize("name", sorted(ENTRIES))
+def test_slice_metric_matches_the_manifest(name):
+    "The manifest cannot drift from the weights: each slice is recomputed here."
+    e = ENTRIES[name]
+    rec = load_run(name, e["kind"])  # by name
+    try:
+        got = slice_metric(rec)
+    except FileNotFoundError as err:  # the slice's data is beside the checkout only
+        pytest.skip(f"{name}: the data of its slice is not here ({err})")
+    want = {k: v for k, v in e["slice"].items() if k != "items"}
+    assert got.keys() == want.keys()
+    for k in want:
+        assert abs(got[k] - want[k]) <= TOLERANCE[k], (name, k, got[k], want[k])
+
+
+def test_a_damaged_file_is_one_line(tmp_path):
+    name = sorted(ENTRIES)[0]
+    zoo = tmp_path / "zoo"
+    shutil.copytree(ZOO_DIR, zoo, ignore=shutil.ignore_patterns("__pycache__"))
+    blob = bytearray((zoo / ENTRIES[name]["file"]).read_bytes())
+    blob[len(blob) // 2] ^= 0xFF
+    (zoo / ENTRIES[name]["file"]).write_bytes(bytes(blob))
+    with pytest.raises(InputError) as e:
+        run_path(name, zoo)
+    msg = str(e.value)
+    assert "\n" not in msg and f"zoo model {name}" in msg and "SHA-256" in msg
+    (zoo / ENTRIES[name]["file"]).unlink()
+    with pytest.raises(InputError, match="is missing; reinstall"):
+        run_path(name, zoo)
+
+
+def test_an_unknown_name_says_what_it_is_not():
+    with pytest.raises(InputError, match="nor is it a zoo model's name"):
+        load_run("no-such-model")
+
+
+def test_pretrained_command_lists_the_zoo():
+    r = subprocess.run(
+        [str(EXE), "pretrained", "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    listed = json.loads(r.stdout)
+    assert [e["name"] for e in listed] == list(ENTRIES)
+    r = subprocess.run(
+        [str(EXE), "pretrained"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0 and all(n in r.stdout for n in ENTRIES), r.stderr
+
+
+CAPTIONERS = sorted(
+    n for n, e in ENTRIES.items() if e["kind"] == "captioner" and "scenes" in e["data"]
+)
+
+
+@pytest.mark.skipif(not CAPTIONERS, reason="the zoo has no scene captioner")
+def test_a_name_captions_from_python_and_the_command_line(tmp_path):
+    import sat_tutorial
+    from sat_tutorial.scenes import make_scenes
+
+    name = CAPTIONERS[0]
+    scene = make_scenes(1, 12345, "test")[0]
+    cap = sat_tutorial.load_captioner(name)
+    r = cap(scene.array, beam_size=1)
+    assert r.text and np.isfinite(r.logprob) and r.attention.shape[0] == len(r.words)
+    Image.fromarray(scene.array).save(tmp_path / "scene.png")
+    p = subprocess.run(
+        [str(EXE), "caption", "--checkpoint", name, str(tmp_path / "scene.png")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    assert r.text.split()[0] in p.stdout

@@ -1,0 +1,217 @@
+"""Build the model zoo that ships inside the package (`sat_tutorial/zoo/`): each model
+is trained by the package's own command, packed (weights only, float16 where the slice
+metric does not move) and entered in `sat_tutorial/zoo/manifest.json` with its command,
+minutes, threads, the metrics its evaluation printed, its slice metric, bytes and
+SHA-256.
+
+    python tools/zoo.py build                 # every model, one after another
+    python tools/zoo.py build soft-scenes     # one (or several) by name
+    python tools/zoo.py train soft-scenes     # only the training run, into zoo_runs/
+    python tools/zoo.py pack soft-scenes      # only pack zoo_runs/NAME and enter it
+    python tools/zoo.py list                  # the recipes
+
+`make weights` runs `build`, `make weights NAME=soft-scenes` builds one. Retrain a model
+only when its code changes: every build adds its weights to git's history.
+Runs go one after another on one thread (two trainings side by side on two cores slow
+each other several-fold). The runs' folders are kept under zoo_runs/ (git ignores it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "zoo_runs"
+THREADS = 1
+
+# name: (kind, paper, data, the command after `sat-tutorial`, the run file to ship,
+#        the file holding the metrics the run's evaluation printed)
+SCENES = "the built-in synthetic scenes (notebook 02), 8,000 training scenes"
+SAT = "Xu et al. 2015, Show, Attend and Tell"
+
+
+def _scenes(model: str, steps: int = 1100) -> list[str]:
+    return f"train --model {model} --steps {steps} --evaluate --seed 0".split()
+
+
+RECIPES = {
+    "soft-scenes": (
+        "captioner",
+        SAT + " (soft)",
+        SCENES,
+        _scenes("soft"),
+        "best.pt",
+        "test_metrics.json",
+    ),
+    "hard-scenes": (
+        "captioner",
+        SAT + " (hard)",
+        SCENES,
+        _scenes("hard"),
+        "best.pt",
+        "test_metrics.json",
+    ),
+    "adaptive-scenes": (
+        "captioner",
+        "Lu et al. 2017, Knowing When to Look",
+        SCENES,
+        _scenes("adaptive"),
+        "best.pt",
+        "test_metrics.json",
+    ),
+    "butd-scenes": (
+        "captioner",
+        "Anderson et al. 2018, Bottom-Up and Top-Down",
+        SCENES,
+        _scenes("butd"),
+        "best.pt",
+        "test_metrics.json",
+    ),
+    "transformer-scenes": (
+        "captioner",
+        "Vaswani et al. 2017, Attention Is All You Need",
+        SCENES,
+        _scenes("transformer"),
+        "best.pt",
+        "test_metrics.json",
+    ),
+    "ocr-words": (
+        "ocr",
+        "Lee & Osindero 2016, Recursive Recurrent Nets with "
+        "Attention Modeling for OCR in the Wild",
+        "the built-in rendered words (notebook 14b)",
+        "ocr train --time-budget 12 --seed 0".split(),
+        "ocr.pt",
+        "metrics.json",
+    ),
+    "draw-mnist": (
+        "draw",
+        "Gregor et al. 2015, DRAW (with attention)",
+        "binarized MNIST (Larochelle & Murray)",
+        (
+            "draw train --attention -T 16 --hidden 256 --z-dim 20 --read-n 5 "
+            "--write-n 5 --lr 3e-3 --batch-size 64 --binarization fixed "
+            "--time-budget 8 --seed 0"
+        ).split(),
+        "checkpoint.pt",
+        "metrics.json",
+    ),
+    "draw-mnist-plain": (
+        "draw",
+        "Gregor et al. 2015, DRAW (without attention)",
+        "binarized MNIST (Larochelle & Murray)",
+        (
+            "draw train --no-attention -T 16 --hidden 256 --z-dim 20 "
+            "--lr 3e-3 --batch-size 64 --binarization fixed "
+            "--time-budget 8 --seed 0"
+        ).split(),
+        "checkpoint.pt",
+        "metrics.json",
+    ),
+    "ram-mnist": (
+        "ram",
+        "Mnih et al. 2014, Recurrent Models of Visual Attention",
+        "MNIST 28×28",
+        "ram train --task mnist --time-budget 15 --seed 0".split(),
+        "best.pt",
+        "metrics.json",
+    ),
+}
+
+
+def command(name: str) -> list[str]:
+    "The whole command of a recipe, as a user would type it."
+    out = RUNS / name
+    return [
+        "sat-tutorial",
+        *RECIPES[name][3],
+        "--threads",
+        str(THREADS),
+        "--out",
+        str(out.relative_to(ROOT)),
+    ]
+
+
+def train(name: str) -> dict:
+    "Run a recipe's command into zoo_runs/NAME (a new run); returns its minutes."
+    out = RUNS / name
+    argv = command(name)
+    exe = Path(sys.executable).parent / "sat-tutorial"
+    env = {**os.environ, "OMP_NUM_THREADS": str(THREADS), "MPLBACKEND": "Agg"}
+    if out.exists() and any(out.iterdir()):
+        argv.append("--overwrite")
+    print("$", shlex.join(argv), flush=True)
+    RUNS.mkdir(exist_ok=True)
+    t0 = time.time()
+    with open(RUNS / f"{name}.log", "w") as log:
+        rc = subprocess.call(
+            [str(exe), *argv[1:]],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    minutes = (time.time() - t0) / 60
+    if rc != 0:
+        sys.exit(f"{name}: the command exited with {rc}; see {RUNS / (name + '.log')}")
+    info = {
+        "command": shlex.join(a for a in argv if a != "--overwrite"),
+        "minutes": round(minutes, 1),
+        "threads": THREADS,
+    }
+    (out / "zoo_run.json").write_text(json.dumps(info, indent=1))
+    print(f"{name}: {minutes:.1f} min", flush=True)
+    return info
+
+
+def pack(name: str) -> dict:
+    "Pack zoo_runs/NAME into the package and enter it in the manifest."
+    from sat_tutorial import pretrained
+
+    kind, paper, data, _, run_file, metrics_file = RECIPES[name]
+    out = RUNS / name
+    info = json.loads((out / "zoo_run.json").read_text())
+    metrics = json.loads((out / metrics_file).read_text())
+    entry = pretrained.pack_run(
+        out / run_file,
+        name,
+        kind=kind,
+        paper=paper,
+        data=data,
+        metrics=metrics,
+        **info,
+    )
+    print(json.dumps(entry, indent=1), flush=True)
+    return entry
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("action", choices=["build", "train", "pack", "list"])
+    ap.add_argument("names", nargs="*", help="recipes (default: all)")
+    args = ap.parse_args(argv)
+    names = args.names or list(RECIPES)
+    unknown = [n for n in names if n not in RECIPES]
+    if unknown:
+        ap.error(f"unknown model {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    for n in names:
+        if args.action == "list":
+            print(f"{n:20} {shlex.join(command(n))}")
+        if args.action in ("build", "train"):
+            train(n)
+        if args.action in ("build", "pack"):
+            pack(n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
