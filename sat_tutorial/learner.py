@@ -416,16 +416,23 @@ class ProgressBar(Callback):
             self.bar = None
 
 # %% ../nbs/12c_fit.ipynb #461767d4
+#: how torch's zip writer reports a write that failed (a full disk): a RuntimeError
+_WRITER_FAILED = ("PytorchStreamWriter failed", "inline_container.cc")
+
+
 def write_checkpoint(state: dict, path) -> Path:
     """`save_checkpoint`, with a failed write (disk full, read-only) as one line naming
-    the file; the earlier file stays."""
+    the file; the earlier file stays. A write fails as an OSError or as the
+    RuntimeError of torch's zip writer; other RuntimeErrors are bugs and propagate."""
     try:
         return save_checkpoint(state, path)
     except OSError as e:
         why = e.strerror or errno.errorcode.get(e.errno, str(e))
-        raise StopRun(
-            f"could not write {path}: {why}; the checkpoint there before is kept"
-        ) from None
+    except RuntimeError as e:
+        if not any(s in str(e) for s in _WRITER_FAILED):
+            raise
+        why = f"torch's writer failed ({' '.join(str(e).split())[:160]}; disk full?)"
+    raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")
 
 # %% ../nbs/12c_fit.ipynb #589371a0
 def check_finite(state: dict, path, parts=("encoder", "model")) -> dict:

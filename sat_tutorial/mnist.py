@@ -22,13 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .core import data_root
+from .core import InputError, data_root
 
 # %% auto #0
 __all__ = ['MNIST_FILES', 'MD5', 'MIRRORS', 'TIMEOUT', 'STANDIN_FONTS', 'STANDIN_SIZES', 'STANDIN_SOURCE', 'MNIST_HINT',
            'FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'TASKS', 'CLUTTER', 'TEST_SEED', 'offline', 'fetch',
-           'read_idx', 'standin_templates', 'standin_mnist', 'standin_notice', 'have_mnist', 'load_mnist', 'parse_amat',
-           'BinaryImages', 'load_binarized_mnist', 'marginal_nll', 'make_layout', 'render', 'GlimpseMNIST']
+           'check_md5', 'read_idx', 'standin_templates', 'standin_mnist', 'standin_notice', 'data_folder', 'have_mnist',
+           'load_mnist', 'parse_amat', 'BinaryImages', 'load_binarized_mnist', 'marginal_nll', 'make_layout', 'render',
+           'GlimpseMNIST']
 
 # %% ../nbs/01c_mnist.ipynb #473c0e6e
 MNIST_FILES = {
@@ -83,14 +84,16 @@ def _stream(url: str, tmp, gzip_it: bool, name: str) -> str:
     return md5.hexdigest()
 
 
-def fetch(folder: str, name: str) -> Path | None:
+def fetch(folder: str, name: str, force: bool = False) -> Path | None:
     """Download `name` into `data_root()/folder` (a plain `.amat` is stored gzipped),
-    checking its MD5; the path, or None after one line saying what to put where."""
+    checking its MD5; the path, or None after one line saying what to put where.
+    `force` (an explicit `download=True`) fetches even offline, and a failure is then a
+    ConnectionError in that line instead."""
     gzip_it = not name.endswith(".gz")
     dest = data_root() / folder / (name + (".gz" if gzip_it else ""))
     if dest.exists():
         return dest
-    if offline():
+    if offline() and not force:
         return None
     err = None
     for base in MIRRORS[folder]:
@@ -110,12 +113,36 @@ def fetch(folder: str, name: str) -> Path | None:
             if tmp is not None:
                 Path(tmp.name).unlink(missing_ok=True)
     _network["down"] = True
-    print(
-        f"sat_tutorial: could not download {name} ({type(err).__name__}: {err}); "
-        f"put it in {dest.parent}/ to use it.",
-        file=sys.stderr,
-    )
+    why = f"could not download {name} ({type(err).__name__}: {err}); "
+    if force:
+        raise ConnectionError(f"{why}put it in {dest.parent}/ or try again later")
+    print(f"sat_tutorial: {why}put it in {dest.parent}/ to use it.", file=sys.stderr)
     return None
+
+# %% ../nbs/01c_mnist.ipynb #md5disk1
+_md5_ok = set()  # (path, size, mtime, MD5) of every file that passed
+
+
+def check_md5(path: Path, data: bytes | None = None) -> Path:
+    """`path` if its MD5 is the published one (for a gzipped `.amat`, that of the text
+    inside: `data` when already read); else an InputError naming it. A pass is
+    remembered per path, size and modification time."""
+    name = path.name.removesuffix(".gz") if ".amat" in path.name else path.name
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns, MD5[name])
+    if key in _md5_ok:
+        return path
+    if data is None:
+        with (gzip.open if name != path.name else open)(path, "rb") as f:
+            data = f.read()
+    got = hashlib.md5(data).hexdigest()
+    if got != MD5[name]:
+        raise InputError(
+            f"{path} is not the published {name} (MD5 {got}, expected {MD5[name]}): "
+            "the file is damaged or another version; fetch it again"
+        )
+    _md5_ok.add(key)
+    return path
 
 # %% ../nbs/01c_mnist.ipynb #e732365d
 def read_idx(path: str | Path) -> np.ndarray:
@@ -150,8 +177,16 @@ def read_idx(path: str | Path) -> np.ndarray:
     return data.reshape(shape)
 
 
+def _stamp(*paths: Path) -> tuple:
+    "What tells a file from its next version: size and modification time."
+    return tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in paths)
+
+
 @lru_cache(maxsize=4)
-def _read_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
+def _read_pair(
+    images: Path, labels: Path, stamp: tuple
+) -> tuple[np.ndarray, np.ndarray]:
+    "Images and labels, read, checked for shape and then against their MD5s."
     x, y = read_idx(images), read_idx(labels)
     if x.ndim != 3 or x.shape[1:] != (28, 28):
         raise ValueError(
@@ -163,6 +198,8 @@ def _read_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(
             f"{images} has {len(x)} images but {labels} has {len(y)} labels"
         )
+    check_md5(images)
+    check_md5(labels)
     return x, y.astype(np.int64)
 
 # %% ../nbs/01c_mnist.ipynb #c6cf60db
@@ -190,7 +227,7 @@ STANDIN_SOURCE = (
     "network): the numbers are not MNIST's"
 )
 _UP = 2  # templates and warps at twice the resolution, averaged down at the end
-_notice = {"shown": False}
+_notice = {"said": set()}  # the folders the stand-in notice named
 
 
 def _template(path: Path, digit: str) -> np.ndarray:
@@ -271,11 +308,46 @@ def standin_mnist(split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     return x.numpy(), labels.astype(np.int64)
 
 
-def standin_notice() -> None:
-    "Say once per process that the digits are the stand-in."
-    if not _notice["shown"]:
-        _notice["shown"] = True
-        print(f"sat_tutorial: using {STANDIN_SOURCE}.", file=sys.stderr)
+def standin_notice(*folders: Path) -> None:
+    """Say that the digits are the stand-in and which `folders` held no file of the
+    dataset; once per process and folders."""
+    said = _notice.setdefault("said", set())
+    if folders not in said:
+        said.add(folders)
+        where = " nor in ".join(f"{f}/" for f in folders)
+        print(
+            f"sat_tutorial: no MNIST files in {where}: using {STANDIN_SOURCE}.",
+            file=sys.stderr,
+        )
+
+# %% ../nbs/01c_mnist.ipynb #origin01
+def data_folder(*parts: str) -> Path:
+    "`data_root()/parts`; a NotADirectoryError naming the data folder if it is a file."
+    root = data_root()
+    if root.exists() and not root.is_dir():
+        what = "SAT_TUTORIAL_DATA=" if os.environ.get("SAT_TUTORIAL_DATA") else ""
+        raise NotADirectoryError(
+            f"{what}{root} is a file; the data folder must be a folder"
+        )
+    folder = root.joinpath(*parts)
+    if folder.exists() and not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is a file; it must be a folder")
+    return folder
+
+
+def _all_or_none(folder: Path, needed: list[Path], dataset: list[str]) -> bool:
+    """Whether the `needed` files are there (True) or no file of the `dataset` is
+    (False); when some are, a missing one is a FileNotFoundError naming it."""
+    there = [
+        n for n in dataset if (folder / n).exists() or (folder / f"{n}.gz").exists()
+    ]
+    missing = [p for p in needed if not p.exists()]
+    if missing and there:
+        raise FileNotFoundError(
+            f"{missing[0]} is missing, but {folder} holds {', '.join(there)}: put the "
+            "file there too (or take the others away to use the stand-in digits)"
+        )
+    return not missing
 
 # %% ../nbs/01c_mnist.ipynb #ce059429
 MNIST_HINT = (
@@ -287,20 +359,19 @@ MNIST_HINT = (
 
 
 def _mnist_paths(split: str, download: bool | None) -> list[Path] | None:
-    "The split's two files, fetched if missing and allowed; None if either is missing."
-    paths = []
-    for name in MNIST_FILES[split]:
-        p = data_root() / "mnist" / "raw" / name
+    "The split's two files, fetched if missing and allowed; None if no MNIST file is."
+    folder = data_folder("mnist", "raw")
+    paths = [folder / name for name in MNIST_FILES[split]]
+    for p in paths:
         if not p.exists() and (download or (download is None and not offline())):
-            p = fetch("mnist/raw", name) or p
-        if not p.exists():
-            return None
-        paths.append(p)
-    return paths
+            fetch("mnist/raw", p.name, force=bool(download))
+    dataset = [n for pair in MNIST_FILES.values() for n in pair]
+    return paths if _all_or_none(folder, paths, dataset) else None
 
 
 def have_mnist(split: str = "train", download: bool | None = None) -> bool:
-    "Whether the real MNIST `split` is there (fetched first where allowed)."
+    """Whether the real MNIST `split` is there (fetched first where allowed); a partial
+    MNIST is the error `load_mnist` gives."""
     return _mnist_paths(split, download) is not None
 
 
@@ -308,18 +379,22 @@ def load_mnist(
     split: str = "train", download: bool | None = None, standin: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """MNIST `split` ('train' or 'test'): uint8 images (N, 28, 28), int64 labels (N,).
-    From `$SAT_TUTORIAL_DATA/mnist/raw`, fetched on first use unless `download=False`
-    or SAT_TUTORIAL_OFFLINE=1; else the font stand-in (or, with `standin=False`, a
-    FileNotFoundError saying what to put where)."""
+    From `$SAT_TUTORIAL_DATA/mnist/raw`, each file checked against its MD5, fetched on
+    first use unless `download=False` or SAT_TUTORIAL_OFFLINE=1 (`download=True`
+    fetches even then). With no MNIST file there, the font stand-in (or, with
+    `standin=False`, a FileNotFoundError saying what to put where); with some files
+    there, a missing or damaged one is an error naming it."""
     if split not in MNIST_FILES:
         raise ValueError(f"split must be 'train' or 'test', got {split!r}")
     paths = _mnist_paths(split, download)
     if paths is not None:
-        return _read_pair(*paths)
+        return _read_pair(*paths, _stamp(*paths))
+    folder = data_folder("mnist", "raw")
     if not standin:
-        missing = data_root() / "mnist" / "raw" / MNIST_FILES[split][0]
-        raise FileNotFoundError(f"{missing} not found. {MNIST_HINT}")
-    standin_notice()
+        raise FileNotFoundError(
+            f"{folder / MNIST_FILES[split][0]} not found. {MNIST_HINT}"
+        )
+    standin_notice(folder)
     return standin_mnist(split)
 
 # %% ../nbs/01c_mnist.ipynb #d3420eaa
@@ -355,10 +430,19 @@ def parse_amat(raw: bytes, width: int = 784) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def _read_amat(path: str, mtime: float) -> torch.Tensor:
+def _read_amat(path: str, stamp: tuple) -> torch.Tensor:
+    "One `.amat(.gz)` file, checked against its MD5 before it is parsed."
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return torch.from_numpy(parse_amat(f.read()))
+    try:
+        with opener(path, "rb") as f:
+            raw = f.read()
+    except (OSError, EOFError, zlib.error) as e:  # not gzip, truncated, bad CRC
+        raise InputError(
+            f"{path} could not be read ({type(e).__name__}: {e}); "
+            "the file is damaged, fetch it again"
+        ) from None
+    check_md5(Path(path), raw)
+    return torch.from_numpy(parse_amat(raw))
 
 # %% ../nbs/01c_mnist.ipynb #69afaf90
 FIXED_SOURCE = (
@@ -413,7 +497,8 @@ def load_binarized_mnist(
 ) -> BinaryImages:
     """Binarised MNIST `split` (train/valid/test). `source='fixed'`: the paper's files
     (fetched on first use), else an error; `'dynamic'`: MNIST binarised at every draw;
-    `'auto'`: fixed, else dynamic, else the font stand-in, each with a notice."""
+    `'auto'`: fixed, else dynamic, else the font stand-in, each with a notice. A
+    partial or damaged dataset is an error naming the file."""
     if split not in ("train", "valid", "test"):
         raise ValueError(f"split must be train, valid or test, not {split!r}")
     if source not in ("auto", "fixed", "dynamic"):
@@ -423,19 +508,22 @@ def load_binarized_mnist(
         x, _ = load_mnist(mnist_split, download, standin=False)
         return _dynamic_split(split, x, DYNAMIC_SOURCE)
     name = f"binarized_mnist_{split}.amat"
-    folder = data_root() / "binarized_mnist"
-    path = next((p for p in (folder / name, folder / f"{name}.gz") if p.exists()), None)
-    if path is None and (download or (download is None and not offline())):
-        path = fetch("binarized_mnist", name)
-    if path is not None:
-        return BinaryImages(_read_amat(str(path), path.stat().st_mtime), FIXED_SOURCE)
+    folder = data_folder("binarized_mnist")
+    candidates = (folder / name, folder / f"{name}.gz")  # plain or gzipped
+    if not any(p.exists() for p in candidates):
+        if download or (download is None and not offline()):
+            fetch("binarized_mnist", name, force=bool(download))
+    path = next((p for p in candidates if p.exists()), candidates[1])
+    dataset = [f"binarized_mnist_{s}.amat" for s in ("train", "valid", "test")]
+    if _all_or_none(folder, [path], dataset):
+        return BinaryImages(_read_amat(str(path), _stamp(path)), FIXED_SOURCE)
     if source == "fixed":
         raise FileNotFoundError(f"{folder / name}(.gz) not found. {DATA_HINT}")
-    if have_mnist(mnist_split, download):
+    if _mnist_paths(mnist_split, download) is not None:
         x, _ = load_mnist(mnist_split, download=False, standin=False)
         print(f"sat_tutorial: no {name}(.gz) in {folder}; using {DYNAMIC_SOURCE}")
         return _dynamic_split(split, x, DYNAMIC_SOURCE)
-    standin_notice()
+    standin_notice(folder, data_folder("mnist", "raw"))
     return _dynamic_split(split, standin_mnist(mnist_split)[0], STANDIN_SOURCE)
 
 # %% ../nbs/01c_mnist.ipynb #63ff07c0

@@ -2,7 +2,7 @@
 stand-in, and RAM's and DRAW's data paths (one training step each) with an empty data
 folder and the network cut."""
 
-import gzip, hashlib, io, urllib.error
+import gzip, hashlib, io, os, urllib.error
 
 import numpy as np
 import pytest
@@ -324,3 +324,278 @@ def test_dynamic_fallback_is_labelled(tmp_path, monkeypatch, capsys):
         load_binarized_mnist("train", source="fixed")
     assert len(load_binarized_mnist("test", source="dynamic")) == 10_000
     assert FIXED_SOURCE != DYNAMIC_SOURCE != STANDIN_SOURCE
+
+
+# ---------------------------------------------------------------- the data's origin
+
+SHARED = data_root()  # the real files (tests run with SAT_TUTORIAL_DATA=../shared/data)
+REAL = {
+    name: SHARED / "mnist" / "raw" / name
+    for pair in MNIST_FILES.values()
+    for name in pair
+}
+REAL.update(
+    {
+        f"binarized_mnist_{s}.amat.gz": SHARED
+        / "binarized_mnist"
+        / f"binarized_mnist_{s}.amat.gz"
+        for s in ("train", "valid", "test")
+    }
+)
+needs_real = pytest.mark.skipif(
+    not all(p.exists() for p in REAL.values()),
+    reason="MNIST and binarized MNIST not under SAT_TUTORIAL_DATA",
+)
+
+
+def data_with(tmp_path, monkeypatch, *names, offline=True):
+    """A data folder holding copies of the real files `names` (nothing else); the
+    stand-in notice reset; fetching off unless `offline=False`."""
+    root = tmp_path / "data"
+    for name in names:
+        sub = "binarized_mnist" if ".amat" in name else "mnist/raw"
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        (root / sub / name).write_bytes(REAL[name].read_bytes())
+    root.mkdir(exist_ok=True)
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(root))
+    if offline:
+        monkeypatch.setenv("SAT_TUTORIAL_OFFLINE", "1")
+    else:
+        monkeypatch.delenv("SAT_TUTORIAL_OFFLINE", raising=False)
+    monkeypatch.setattr(mnist, "_notice", {"said": set()})
+    return root
+
+
+def no_standin(monkeypatch):
+    "Make any use of the stand-in digits fail the test."
+
+    def forbidden(*a, **k):
+        raise AssertionError("the stand-in digits were used")
+
+    monkeypatch.setattr(mnist, "standin_mnist", forbidden)
+
+
+@needs_real
+def test_a_partial_mnist_is_an_error_naming_the_missing_file(
+    tmp_path, monkeypatch, capsys
+):
+    root = data_with(tmp_path, monkeypatch, "t10k-labels-idx1-ubyte.gz")
+    no_standin(monkeypatch)
+    raw = root / "mnist" / "raw"
+    for call in (
+        lambda: load_mnist("test"),
+        lambda: load_mnist("test", download=False, standin=False),
+        lambda: GlimpseMNIST("translated", "test", seed=0, limit=8),
+        lambda: have_mnist("test"),
+        lambda: load_binarized_mnist("test", source="dynamic"),
+        lambda: load_binarized_mnist("test"),  # auto: no .amat, so MNIST's
+    ):
+        with pytest.raises(FileNotFoundError) as e:
+            call()
+        msg = str(e.value)
+        assert str(raw / "t10k-images-idx3-ubyte.gz") in msg and "\n" not in msg
+        assert "t10k-labels-idx1-ubyte.gz" in msg  # what is there
+    with pytest.raises(
+        FileNotFoundError, match="train-images-idx3-ubyte.gz is missing"
+    ):
+        load_mnist("train")  # the other split: no file of it, but MNIST is partial
+    assert "stand-in" not in capsys.readouterr().err
+
+
+@needs_real
+def test_a_partial_mnist_is_not_mixed_even_where_fetching_fails(
+    tmp_path, monkeypatch, capsys
+):
+    data_with(tmp_path, monkeypatch, "t10k-labels-idx1-ubyte.gz", offline=False)
+    no_standin(monkeypatch)
+    calls = _serve(monkeypatch, {})  # a network that has nothing
+    with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte.gz is missing"):
+        load_mnist("test")
+    assert len(calls) == len(mnist.MIRRORS["mnist/raw"])  # it tried, then said so
+
+
+@needs_real
+def test_ram_train_with_real_digits_and_no_test_labels_is_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    from sat_tutorial.cli import main
+
+    names = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"]
+    root = data_with(tmp_path, monkeypatch, *names, "t10k-images-idx3-ubyte.gz")
+    no_standin(monkeypatch)
+    out = tmp_path / "run"
+    argv = ["ram", "train", "--steps", "1", "--limit", "20", "--quiet"]
+    assert main([*argv, "--device", "cpu", "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    missing = root / "mnist" / "raw" / "t10k-labels-idx1-ubyte.gz"
+    assert err[-1].startswith("sat-tutorial: error: ") and str(missing) in err[-1]
+
+
+@needs_real
+def test_a_partial_binarized_mnist_is_an_error_naming_the_missing_file(
+    tmp_path, monkeypatch, capsys
+):
+    from sat_tutorial.cli import main
+
+    names = ["binarized_mnist_test.amat.gz", *MNIST_FILES["train"]]
+    root = data_with(tmp_path, monkeypatch, *names)
+    no_standin(monkeypatch)
+    folder = root / "binarized_mnist"
+    assert load_binarized_mnist("test", "fixed").source == FIXED_SOURCE
+    for split in ("train", "valid"):
+        for source in ("auto", "fixed"):  # never the dynamic MNIST beside it
+            with pytest.raises(FileNotFoundError) as e:
+                load_binarized_mnist(split, source)
+            assert f"{folder}/binarized_mnist_{split}.amat" in str(e.value)
+            assert "binarized_mnist_test.amat" in str(e.value)
+    assert main(["draw", "train", "--steps", "1", "--out", str(tmp_path / "r")]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "Traceback" not in line and str(folder / "binarized_mnist_train") in line
+
+
+@needs_real
+@pytest.mark.parametrize(
+    "name", ["t10k-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz"]
+)
+def test_a_file_with_one_byte_changed_is_an_error_naming_it(
+    tmp_path, monkeypatch, name
+):
+    root = data_with(tmp_path, monkeypatch, *MNIST_FILES["test"])
+    no_standin(monkeypatch)
+    p = root / "mnist" / "raw" / name
+    plain = bytearray(gzip.decompress(p.read_bytes()))
+    plain[-1] ^= 1  # the last pixel or label: still a well-formed IDX file
+    p.write_bytes(gzip.compress(bytes(plain), mtime=0))
+    with pytest.raises(ValueError) as e:
+        load_mnist("test")
+    msg = str(e.value)
+    assert str(p) in msg and f"not the published {name}" in msg and "\n" not in msg
+    raw = bytearray(REAL[name].read_bytes())
+    raw[len(raw) // 2] ^= 0xFF  # one byte of the compressed file itself
+    p.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=str(p)):
+        load_mnist("test")
+
+
+@needs_real
+def test_a_changed_amat_file_is_an_error_naming_it(tmp_path, monkeypatch):
+    root = data_with(tmp_path, monkeypatch, "binarized_mnist_valid.amat.gz")
+    p = root / "binarized_mnist" / "binarized_mnist_valid.amat.gz"
+    plain = bytearray(gzip.decompress(p.read_bytes()))
+    plain[0] ^= 1  # '0' <-> '1': still a well-formed .amat file
+    p.write_bytes(gzip.compress(bytes(plain), mtime=0))
+    with pytest.raises(ValueError, match="not the published binarized_mnist_valid"):
+        load_binarized_mnist("valid", "fixed")
+    p.write_bytes(REAL["binarized_mnist_valid.amat.gz"].read_bytes()[:100_000])
+    with pytest.raises(ValueError, match=f"{p} could not be read"):  # truncated
+        load_binarized_mnist("valid", "fixed")
+
+
+def test_sat_tutorial_data_pointing_at_a_file_is_one_line(
+    tmp_path, monkeypatch, capsys
+):
+    from sat_tutorial.cli import main
+
+    f = tmp_path / "not-a-folder"
+    f.write_text("x")
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(f))
+    monkeypatch.setenv("SAT_TUTORIAL_OFFLINE", "1")
+    no_standin(monkeypatch)
+    for call in (load_mnist, have_mnist, load_binarized_mnist):
+        with pytest.raises(
+            NotADirectoryError, match=f"SAT_TUTORIAL_DATA={f} is a file"
+        ):
+            call("test")
+    assert main(["ram", "train", "--steps", "1", "--out", str(tmp_path / "r")]) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("sat-tutorial: error: SAT_TUTORIAL_DATA=") and str(f) in line
+
+
+def test_the_standin_notice_names_the_folders_searched(tmp_path, monkeypatch, capsys):
+    root = data_with(tmp_path, monkeypatch)  # an empty data folder
+    load_mnist("test")
+    err = capsys.readouterr().err
+    assert (
+        f"no MNIST files in {root / 'mnist' / 'raw'}/" in err and "not MNIST's" in err
+    )
+    load_binarized_mnist("test")
+    err = capsys.readouterr().err
+    assert f"{root / 'binarized_mnist'}/ nor in {root / 'mnist' / 'raw'}/" in err
+    load_mnist("test")
+    assert capsys.readouterr().err == ""  # once per folder
+    with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte.gz not found"):
+        load_mnist("test", download=False, standin=False)
+    with pytest.raises(FileNotFoundError, match="binarized_mnist_test.amat"):
+        load_binarized_mnist("test", "fixed", download=False)
+
+
+@needs_real
+def test_files_on_disk_pass_their_md5_once_per_version(tmp_path, monkeypatch):
+    monkeypatch.setattr(mnist, "_md5_ok", set())
+    for p in REAL.values():
+        assert mnist.check_md5(p) == p  # the real files pass
+    digests = []
+    real_md5 = hashlib.md5
+
+    def counting(*a):
+        digests.append(1)
+        return real_md5(*a)
+
+    monkeypatch.setattr(mnist.hashlib, "md5", counting)
+    for p in REAL.values():
+        mnist.check_md5(p)
+    assert digests == []  # remembered
+    copy = tmp_path / "t10k-labels-idx1-ubyte.gz"
+    copy.write_bytes(REAL["t10k-labels-idx1-ubyte.gz"].read_bytes())
+    mnist.check_md5(copy)
+    mnist.check_md5(copy)
+    assert len(digests) == 1
+    os.utime(copy, ns=(1, 1))  # a new version of the file: checked again
+    mnist.check_md5(copy)
+    assert len(digests) == 2
+
+
+def _fake_test_split(monkeypatch):
+    "Small IDX files served as MNIST's test split, their MD5s made the published ones."
+    X, Y = fake_digits(20)
+    head = lambda *shape: (
+        bytes([0, 0, 8, len(shape)]) + np.array(shape, ">u4").tobytes()
+    )
+    files = {
+        "t10k-images-idx3-ubyte.gz": gzip.compress(head(20, 28, 28) + X.tobytes()),
+        "t10k-labels-idx1-ubyte.gz": gzip.compress(
+            head(20) + Y.astype(np.uint8).tobytes()
+        ),
+    }
+    md5 = dict(mnist.MD5, **{k: hashlib.md5(v).hexdigest() for k, v in files.items()})
+    monkeypatch.setattr(mnist, "MD5", md5)
+    return files, X
+
+
+def test_download_true_fetches_even_offline(tmp_path, monkeypatch, capsys):
+    data_with(tmp_path, monkeypatch)  # SAT_TUTORIAL_OFFLINE=1
+    files, X = _fake_test_split(monkeypatch)
+    calls = _serve(monkeypatch, files)
+    assert load_mnist("test")[0].shape == (STANDIN_SIZES["test"], 28, 28)  # offline
+    assert calls == []
+    got, _ = load_mnist("test", download=True)
+    assert np.array_equal(got, X) and len(calls) == 2
+
+
+def test_download_true_that_fails_is_one_line_not_the_standin(
+    tmp_path, monkeypatch, capsys
+):
+    from sat_tutorial.cli import main
+
+    root = data_with(tmp_path, monkeypatch)  # SAT_TUTORIAL_OFFLINE=1
+    no_standin(monkeypatch)
+    calls = _serve(monkeypatch, {})  # nothing to be had
+    with pytest.raises(ConnectionError, match="could not download t10k-images") as e:
+        load_mnist("test", download=True)
+    assert str(root / "mnist" / "raw") in str(e.value)
+    assert len(calls) == len(mnist.MIRRORS["mnist/raw"])
+    argv = ["ram", "train", "--steps", "1", "--download", "--out", str(tmp_path / "r")]
+    assert main(argv) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith("sat-tutorial: error: could not download train-images")

@@ -137,23 +137,61 @@ def test_non_finite_weights_are_refused(toy, tmp_path):
             load_run(tmp_path / "bad.pt")
 
 
+#: a full disk as the OS says it, and as torch's zip writer says it: its
+#: "failed writing file", and "unexpected pos", which torch 2.14 raised here when a
+#: checkpoint was written onto a full tmpfs
+FULL_DISK = {
+    "oserror": (OSError(28, "No space left on device"), "No space left"),
+    "torch-writer": (
+        RuntimeError(
+            "[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed "
+            "writing file data/0: file write failed"
+        ),
+        "PytorchStreamWriter failed writing file data/0",
+    ),
+    "torch-writer-pos": (
+        RuntimeError(
+            "[enforce fail at inline_container.cc:672] . unexpected pos 768 vs 662"
+        ),
+        "unexpected pos 768",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(FULL_DISK))
 def test_a_failed_write_is_one_line_and_keeps_the_earlier_file(
-    toy, tmp_path, monkeypatch
+    toy, tmp_path, monkeypatch, how
 ):
     net = nn.Linear(2, 2)
     save_run(tmp_path / "a.pt", "toytest", net, {"n_in": 2, "n_out": 2})
+    error, said = FULL_DISK[how]
 
     def full(obj, f, *a, **k):
-        raise OSError(28, "No space left on device")
+        raise error
 
     monkeypatch.setattr(torch, "save", full)
-    with pytest.raises(StopRun, match=r"could not write .*a\.pt: No space left") as e:
+    with pytest.raises(StopRun, match=r"could not write .*a\.pt: ") as e:
         save_run(tmp_path / "a.pt", "toytest", nn.Linear(2, 2), {"n_in": 2, "n_out": 2})
     one_line(e)
+    assert said in str(e.value) and "before is kept" in str(e.value)
     monkeypatch.undo()
     got = load_run(tmp_path / "a.pt").model
     assert torch.equal(got.weight, net.weight)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt"]  # no temporary left
+
+
+def test_other_runtime_errors_of_a_write_are_not_called_a_full_disk(
+    toy, tmp_path, monkeypatch
+):
+    save_run(tmp_path / "a.pt", "toytest", nn.Linear(2, 2), {"n_in": 2, "n_out": 2})
+
+    def bug(obj, f, *a, **k):
+        raise RuntimeError("a bug in the saved object")
+
+    monkeypatch.setattr(torch, "save", bug)
+    with pytest.raises(RuntimeError, match="a bug in the saved object") as e:
+        save_run(tmp_path / "a.pt", "toytest", nn.Linear(2, 2), {"n_in": 2, "n_out": 2})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pt"]
 
 
 def test_load_run_imports_the_module_of_a_kind(monkeypatch):
