@@ -82,7 +82,7 @@ def test_outputs_on_the_standin_digits_are_refused():
     cell = {"cell_type": "code", "source": "x", "outputs": [said], "metadata": {}}
     assert nbt.on_standin(_nb([cell]))
     assert not nbt.on_standin(_nb([dict(cell, outputs=[])]))
-    assert "01c_mnist" in nbt.TEACHES_STANDIN and len(nbt.TEACHES_STANDIN) == 1
+    assert "01d_mnist_checks" in nbt.TEACHES_STANDIN and len(nbt.TEACHES_STANDIN) == 1
     for name, path in PATHS.items():  # and none of the stored notebooks is
         if name not in nbt.TEACHES_STANDIN:
             assert not nbt.on_standin(json.loads(path.read_text())), name

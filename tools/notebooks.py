@@ -15,8 +15,8 @@ Notebooks run one after another, each in a fresh kernel with the working directo
 one torch thread and the offline data beside the checkout when it exists. Figures are
 stored as PNG at the dpi of tools/matplotlibrc (a notebook stays under about 1 MB). The
 written file is what `nbdev_clean` leaves, so cleaning again changes nothing. Outputs
-computed on the stand-in digits (no MNIST files) are refused, except in 01c_mnist, which
-shows the stand-in on purpose.
+computed on the stand-in digits (no MNIST files) are refused, except in
+01d_mnist_checks, which shows the stand-in on purpose.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def notebooks(names=()) -> list[Path]:
 
 
 STANDIN = "stand-in digits"  # what the package says when it draws MNIST's stand-in
-TEACHES_STANDIN = {"01c_mnist"}  # the notebook that shows the stand-in on purpose
+TEACHES_STANDIN = {"01d_mnist_checks"}  # the notebook that shows the stand-in on purpose
 
 
 def on_standin(nb: dict) -> bool:
