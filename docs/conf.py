@@ -86,11 +86,18 @@ def _keep_outputs_under_work(app):
 
 # Docstrings write math as the notebooks do, `$\alpha_t$`; autodoc reads them as
 # reStructuredText, which has no `$`.
-_INLINE_MATH = re.compile(r"(?<![\\$\w])\$(?![\s$])([^$\n]*?[^\s\\$])\$(?![\w$])")
+# A formula may run over two lines of a docstring (`$(g_X, g_Y, \sigma^2,` / `\delta)$`):
+# it is matched across one line break (never a blank line) and joined onto one line, or
+# reStructuredText would read its backslashes as escapes.
+_INLINE_MATH = re.compile(
+    r"(?<![\\$\w])\$(?![\s$])((?:[^$\n]|\n(?![ \t]*\n))*?[^\s\\$])\$(?![\w$])"
+)
 
 
 def _docstring_math(app, what, name, obj, options, lines):
-    lines[:] = [_INLINE_MATH.sub(lambda m: f":math:`{m[1]}`", line) for line in lines]
+    text = "\n".join(lines)
+    text = _INLINE_MATH.sub(lambda m: ":math:`" + " ".join(m[1].split()) + "`", text)
+    lines[:] = text.split("\n")
 
 
 def setup(app):
