@@ -111,12 +111,14 @@ def grade(
     limit: float = LIMIT,
     jobs: int = 1,
     log=print,
+    csv_path: Path | None = None,
 ) -> list[dict]:
     """Grade every submission (or those of `students`) of each assignment in a sandbox,
     `jobs` at a time; one row per student and assignment: score, max_score, per-part
     points and a readable line for each part that lost points (or why nothing was
-    graded)."""
-    import threading
+    graded). Each submission is graded in its own try/except (whatever it did, it gets
+    a row: 0 for its parts and one line) and, as soon as it is graded, its feedback is
+    written and its row merged into `csv_path` (atomically)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -133,7 +135,7 @@ def grade(
         points = {
             grading._gid(c): float(c["metadata"]["nbgrader"]["points"])
             for c in source
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+            if grading._meta(c).get("grade")
         }
         specs[name] = (source, checks, points)
         for folder in sorted(p for p in sub_root.glob("*") if p.is_dir()):
@@ -154,7 +156,7 @@ def grade(
                 want = grading.run(cells, checks, limit, reference=True)["parts"]
                 bad = {p: r["error"] for p, r in want.items() if "error" in r}
                 if bad and not all(checks["parts"][p]["alone"] for p in bad):
-                    raise RuntimeError(f"{name}: the solution fails its checks: {bad}")
+                    raise SolutionFails(f"{name}: the solution fails its checks: {bad}")
                 wants[name] = want
         return wants[name]
 
@@ -192,11 +194,47 @@ def grade(
         row["tests"] = [t for t in tests if not t.startswith("your cell")]
         return row
 
+    written = threading.Lock()
+
+    def guarded(task):
+        "`one`, and whatever goes wrong is this submission's row: 0 and one line."
+        name, student = task
+        try:
+            row = one(task)
+        except SolutionFails:
+            raise  # the instructor's problem, not the student's: stop
+        except grading.Tampered as e:
+            row = _row(student, name, specs[name][2])
+            row["problems"].append(
+                f"the submission tampered with the grader's files ({_line(e)}): "
+                "every part scores 0"
+            )
+        except Exception as e:
+            row = _row(student, name, specs[name][2])
+            row["problems"].append(
+                "the grader could not grade this submission "
+                f"({type(e).__name__}: {_line(e)}): every part scores 0"
+            )
+        with written:
+            _feedback(root, row)
+            if csv_path is not None:
+                write_csv([row], csv_path)
+        return row
+
     with ThreadPoolExecutor(max(1, jobs)) as ex:
-        rows = list(ex.map(one, tasks))
-    for row in rows:
-        _feedback(root, row)
+        rows = list(ex.map(guarded, tasks))
     return rows
+
+
+class SolutionFails(RuntimeError):
+    "The instructor's solution fails its own checks: grading stops."
+
+
+def _line(e: BaseException, n: int = 200) -> str:
+    try:
+        return " ".join(str(e).split())[:n]
+    except Exception:
+        return ""
 
 
 def _feedback(root: Path, row: dict) -> None:
@@ -235,9 +273,11 @@ def write_csv(rows: list[dict], path: Path) -> int:
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
         w.writeheader()
-        for key in sorted(table):
+        for key in sorted(table, key=lambda k: tuple(map(str, k))):
             w.writerow(table[key])
-    os.replace(tmp, path)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
     return len(table)
 
 
@@ -297,8 +337,16 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
-    rows = grade(HERE, args.names or None, args.student, args.timeout, args.jobs)
-    total = write_csv(rows, Path(args.csv))
+    csv_path = Path(args.csv)
+    rows = grade(
+        HERE,
+        args.names or None,
+        args.student,
+        args.timeout,
+        args.jobs,
+        csv_path=csv_path,
+    )
+    total = write_csv([], csv_path)  # the rows are in already: count them
     for r in rows:
         score = f"{r['score']:g}/{r['max_score']:g}"
         print(f"{r['student']:>16} {r['assignment']:<24} {score}")
