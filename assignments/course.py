@@ -141,7 +141,9 @@ def grade(
         for folder in sorted(p for p in sub_root.glob("*") if p.is_dir()):
             if students is not None and folder.name not in students:
                 continue
-            if (folder / name).exists() or (folder / f"{name}.ipynb").exists():
+            if os.path.lexists(folder / name) or os.path.lexists(
+                folder / f"{name}.ipynb"
+            ):
                 tasks.append((name, folder.name))
 
     wants, locks = {}, {name: threading.Lock() for name in names}
@@ -164,6 +166,10 @@ def grade(
         name, student = task
         source, checks, points = specs[name]
         row, sub = _row(student, name, points), sub_root / student / name
+        linked = grading.not_plain(sub, name)
+        if linked:  # before anything reads the submission
+            row["problems"].append(linked)
+            return row
         if not sub.is_dir():
             row["problems"].append(
                 f"{student}/{name}.ipynb is not in a folder: put it in "
@@ -330,6 +336,9 @@ def main(argv=None) -> int:
     if why:
         print(why, file=sys.stderr)
         return 2
+    note = sandbox.cgroup_problem()
+    if note:
+        print(note)
     if not (HERE / "submitted").is_dir():
         print(
             f"nothing to grade: put submissions in {HERE / 'submitted'}"

@@ -70,6 +70,42 @@ def load_source(root: Path, name: str) -> tuple[list[dict], dict]:
     return nb["cells"], checks
 
 
+def not_plain(folder: Path, name: str) -> str | None:
+    """One line when the submission `folder` (submitted/<student>/<name>), its student's
+    folder or anything inside holds a symbolic link or a special file (a pipe, a
+    socket, a device), None otherwise. Checked with lstat before anything reads the
+    submission: a link to the instructor's notebook or to a classmate's is never
+    followed, a pipe never blocks the copy into the sandbox."""
+    student = folder.parent
+    where = f"{student.name}/{name}"
+    for p in (student, folder):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return None  # nothing there: the caller says what is missing
+        if stat.S_ISLNK(st.st_mode):
+            what = "your folder" if p == student else f"the folder {where}"
+            return (
+                f"{what} is a symbolic link: submit the files themselves (links "
+                "are not graded)"
+            )
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        return None
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for entry in sorted(dirs + files):
+            path = Path(top) / entry
+            mode = os.lstat(path).st_mode
+            rel = f"{where}/{path.relative_to(folder).as_posix()}"
+            if stat.S_ISLNK(mode):
+                return (
+                    f"{rel} is a symbolic link: submit the file itself (links are "
+                    "not graded)"
+                )
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return f"{rel} is not a regular file (a pipe, socket or device)"
+    return None
+
+
 def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
     "The submitted notebook of `folder`, or None and one line saying what is wrong."
     where = f"{folder.parent.name}/{name}"
@@ -369,21 +405,31 @@ def _attempt_run(job, work, out, limit, n_items):
     stuck then is abandoned (Tampered)."""
     events = out / "events.jsonl"
     cmd = sandbox.command(
-        ["python", "/grader/runner.py"], work, out, HERE / "runner.py"
+        sandbox.python(["/grader/runner.py"]), work, out, HERE / "runner.py"
     )
     err_path = out.parent / "stderr.txt"
     n_cells, parts = len(job["cells"]), set(job["checks"])
     hard = deadline(limit, n_items)
     state = {"log": [], "killed": None, "error": None}
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            preexec_fn=sandbox.limiter(MEMORY_MIB, int(limit * n_items + STARTUP)),
-            start_new_session=True,
-        )
+    group = (
+        sandbox.Cgroup.make(MEMORY_MIB) if sandbox.cgroup_problem() is None else None
+    )
+    try:
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                preexec_fn=sandbox.limiter(
+                    MEMORY_MIB, int(limit * n_items + STARTUP), group
+                ),
+                start_new_session=True,
+            )
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
 
     def out_of_time():
         state["killed"] = state["killed"] or (
@@ -422,6 +468,8 @@ def _attempt_run(job, work, out, limit, n_items):
         timer.cancel()
         _kill(proc)
         proc.wait()
+        if group is not None:
+            group.close()
     if state["error"] is not None:
         raise state["error"]
     log = state["log"]

@@ -361,6 +361,7 @@ os.unlink("/out/events.jsonl")
 os.symlink("/submission/a1_soft_attention.ipynb", "/out/events.jsonl")
 """
 HANGS = "while True:\n    pass\n"
+LINKED = "is a symbolic link: submit"
 CRASHES = "import os\nos._exit(3)\n"
 
 
@@ -380,16 +381,74 @@ def _metadata_lists(nb):
     nb["cells"].insert(1, {"cell_type": "code", "metadata": [], "source": "x = 1\n"})
 
 
+CUSTOMISE = "import builtins\nbuiltins.CUSTOMISED = True\n"
+NOT_CUSTOMISED = """import builtins, sys
+assert not hasattr(builtins, "CUSTOMISED"), "a customisation file of mine ran"
+assert not [p for p in sys.path if p in ("", ".") or p.startswith("/submission")]
+"""
+
+
+def _customises(dest: Path, root: Path) -> None:
+    """usercustomize.py and sitecustomize.py wherever Python might look for them (the
+    submission folder is the sandbox's current folder and HOME), and a fake
+    sat_tutorial package and torch module that would shadow the real ones were the
+    folder on sys.path."""
+    site = f".local/lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+    for folder in (dest, dest / site):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in ("usercustomize.py", "sitecustomize.py"):
+            (folder / name).write_text(CUSTOMISE)
+    (dest / "sat_tutorial").mkdir()
+    (dest / "sat_tutorial" / "__init__.py").write_text(CUSTOMISE)
+    (dest / "torch.py").write_text(CUSTOMISE)
+
+
+def _links_notebook_to(target: str):
+    "The notebook replaced by a link to the instructor's (source) or alice's."
+
+    def extra(dest: Path, root: Path) -> None:
+        nb = dest / f"{A1}.ipynb"
+        nb.unlink()
+        where = {
+            "source": root / "source" / A1 / f"{A1}.ipynb",
+            "alice": root / "submitted" / "alice" / A1 / f"{A1}.ipynb",
+        }
+        nb.symlink_to(where[target])
+
+    return extra
+
+
+def _links_folder(dest: Path, root: Path) -> None:
+    shutil.rmtree(dest)
+    dest.symlink_to(root / "submitted" / "alice" / A1)
+
+
+def _links_inside(dest: Path, root: Path) -> None:
+    (dest / "a7_run").mkdir()
+    (dest / "a7_run" / "best.pt").symlink_to(root / "source" / A1 / "checks.json")
+
+
+def _has_fifo(dest: Path, root: Path) -> None:
+    os.mkfifo(dest / "notes.txt")  # copying it into the sandbox would block
+
+
 HOSTILE = {
-    # student: (how the solution notebook is changed, parts lost, text in its feedback)
-    "alice": (None, set(), ""),
-    "forger": (_with("a1_beta", FORGES), set(PARTS), "tampered"),
-    "fifo": (_with("a1_beta", FIFO), set(PARTS), "tampered"),
-    "linker": (_with("a1_init", LINK), set(PARTS), "tampered"),
-    "hangs": (_with("a1_beta", HANGS, before=False), {"a1_beta_test"}, "time limit"),
-    "crashes": (_with("a1_init", CRASHES, before=False), {"a1_init_test"}, "exit code"),
-    "metadata-lists": (_metadata_lists, set(), "a1_attend is missing"),
-    "zz-honest": (None, set(), ""),
+    # student: (how the solution notebook is changed, parts lost, text in its
+    # feedback, what else its folder holds)
+    "alice": (None, set(), "", None),
+    "forger": (_with("a1_beta", FORGES), set(PARTS), "tampered", None),
+    "fifo": (_with("a1_beta", FIFO), set(PARTS), "tampered", None),
+    "linker": (_with("a1_init", LINK), set(PARTS), "tampered", None),
+    "hangs": (_with("a1_beta", HANGS, False), {"a1_beta_test"}, "time limit", None),
+    "crashes": (_with("a1_init", CRASHES, False), {"a1_init_test"}, "exit code", None),
+    "metadata-lists": (_metadata_lists, set(), "a1_attend is missing", None),
+    "customiser": (_with("a1_attend", NOT_CUSTOMISED), set(), "", _customises),
+    "linked-to-source": (None, set(PARTS), LINKED, _links_notebook_to("source")),
+    "linked-to-alice": (None, set(PARTS), LINKED, _links_notebook_to("alice")),
+    "linked-folder": (None, set(PARTS), LINKED, _links_folder),
+    "linked-inside": (None, set(PARTS), LINKED, _links_inside),
+    "pipe-inside": (None, set(PARTS), "not a regular file", _has_fifo),
+    "zz-honest": (None, set(), "", None),
 }
 
 
@@ -402,12 +461,15 @@ def hostile_course(tmp_path_factory):
     "One `course.py grade` run (what `make grade` runs) over the HOSTILE submissions."
     tmp = tmp_path_factory.mktemp("hostile")
     students = {}
-    for student, (edit, _, _) in HOSTILE.items():
+    for student, (edit, _, _, _) in HOSTILE.items():
         nb = _solution_nb()
         if edit:
             edit(nb)
         students[student] = nb
     root = _mini_course(tmp, students)
+    for student, (_, _, _, extra) in HOSTILE.items():
+        if extra:
+            extra(root / "submitted" / student / A1, root)
     for f in KIT_FILES:
         shutil.copy(KIT / f, root / f)
     csv_path = root / "grades.csv"
@@ -456,6 +518,13 @@ def test_hostile_run_finishes_and_grades_everyone(hostile_course):
     zed = rows[("zed", A1)]
     assert (zed["score"], zed["feedback"]) == ("7", "graded last week")
     assert not hostile_course["changed"], hostile_course["changed"]
+    left = [
+        p
+        for c in ("memory", "pids")
+        for p in sandbox._own_group(c).glob("sat-grade-*")
+        if sandbox.cgroup_problem() is None
+    ]
+    assert not left, f"cgroups left behind: {left}"
     # within its limits: each hostile submission costs at most its own time limits
     assert hostile_course["seconds"] < 20 * 60
 
@@ -463,7 +532,7 @@ def test_hostile_run_finishes_and_grades_everyone(hostile_course):
 @needs_sandbox
 @pytest.mark.parametrize("student", sorted(HOSTILE))
 def test_hostile_submission_loses_only_its_parts(hostile_course, student):
-    _, loses, says = HOSTILE[student]
+    _, loses, says, _ = HOSTILE[student]
     row = hostile_course["rows"][(student, A1)]
     parts = dict(p.split("=") for p in row["parts"].split("; "))
     assert set(parts) == set(PARTS), row
@@ -481,3 +550,172 @@ def _points() -> dict:
     return {
         grading._gid(c): c for c in _source_cells() if grading._meta(c).get("grade")
     }
+
+
+# ---- the sandbox: no user site, no nested user namespace, one cgroup ---------------
+
+
+def test_not_plain_refuses_links_and_special_files(tmp_path):
+    sub = tmp_path / "submitted" / "bob" / A1
+    sub.mkdir(parents=True)
+    (sub / f"{A1}.ipynb").write_text("{}")
+    (sub / "run").mkdir()
+    (sub / "run" / "ok.json").write_text("{}")
+    assert grading.not_plain(sub, A1) is None
+    (sub / "run" / "x.pt").symlink_to(tmp_path / "nowhere")  # dangling, even
+    assert "bob/a1_soft_attention/run/x.pt is a symbolic link" in grading.not_plain(
+        sub, A1
+    )
+    (sub / "run" / "x.pt").unlink()
+    os.mkfifo(sub / "run" / "fifo")
+    assert "is not a regular file" in _within(10, lambda: grading.not_plain(sub, A1))
+    (sub / "run" / "fifo").unlink()
+    alias = tmp_path / "submitted" / "mallory"
+    alias.symlink_to(tmp_path / "submitted" / "bob")
+    assert "your folder is a symbolic link" in grading.not_plain(alias / A1, A1)
+    assert grading.not_plain(tmp_path / "submitted" / "nobody" / A1, A1) is None
+
+
+def test_the_sandbox_command_isolates_python(tmp_path):
+    cmd = sandbox.command(
+        sandbox.python(["/grader/runner.py"]), tmp_path, tmp_path, KIT
+    )
+    env = {cmd[i + 1]: cmd[i + 2] for i, a in enumerate(cmd) if a == "--setenv"}
+    assert env["PYTHONNOUSERSITE"] == "1" and env["PYTHONSAFEPATH"] == "1"
+    assert cmd[-3:] == ["python", "-s", "/grader/runner.py"]
+    if "--disable-userns" in sandbox._bwrap_help() and sandbox.userns_flags():
+        assert "--disable-userns" in cmd and "--unshare-user" in cmd
+
+
+def _in_sandbox(argv, work: Path, out: Path, env=None, group=None, timeout=120):
+    cmd = sandbox.command(argv, work, out, KIT / "runner.py", env=env)
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        preexec_fn=sandbox.limiter(2048, 60, group),
+        start_new_session=True,
+    )
+
+
+MARK = "import pathlib\npathlib.Path('/out/{}').write_text('ran')\n"
+
+
+@needs_sandbox
+def test_no_user_or_site_customisation_from_the_submission(tmp_path):
+    """With the base interpreter (whose user site is on, unlike a venv's), a
+    usercustomize.py under the submission's HOME and a sitecustomize.py in the
+    submission folder run without the grader's flags (the control) and not with them."""
+    base = Path(sys.base_prefix) / "bin" / "python3"
+    if not base.exists():
+        pytest.skip(f"no base interpreter at {base}")
+    work, out = tmp_path / "work", tmp_path / "out"
+    site = work / f".local/lib/python{sys.version_info[0]}.{sys.version_info[1]}"
+    (site / "site-packages").mkdir(parents=True)
+    (site / "site-packages" / "usercustomize.py").write_text(MARK.format("user"))
+    (work / "sitecustomize.py").write_text(MARK.format("site"))
+    (work / "usercustomize.py").write_text(MARK.format("cwd"))
+    out.mkdir()
+    show = "import sys, json; print(json.dumps([sys.flags.no_user_site, sys.path]))"
+    control = _in_sandbox(
+        [str(base), "-c", "pass"], work, out, env={"PYTHONNOUSERSITE": ""}
+    )
+    assert control.returncode == 0, control.stderr
+    assert (out / "user").exists(), "the control: the base Python reads the user site"
+    (out / "user").unlink()
+    r = _in_sandbox(sandbox.python(["-c", show], exe=str(base)), work, out)
+    assert r.returncode == 0, r.stderr
+    flag, path = json.loads(r.stdout)
+    assert flag == 1
+    assert not [p for p in path if p in ("", ".") or p.startswith("/submission")], path
+    assert sorted(p.name for p in out.iterdir()) == [], "a customisation file ran"
+
+
+@needs_sandbox
+def test_no_user_namespace_inside_the_sandbox(tmp_path):
+    if not sandbox.userns_flags():
+        pytest.skip("this bubblewrap has no working --disable-userns")
+    unshare = shutil.which("unshare")
+    if not unshare:
+        pytest.skip("no unshare(1) to try with")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _in_sandbox([unshare, "--user", "true"], tmp_path, out)
+    assert r.returncode != 0, "a nested user namespace was created in the sandbox"
+
+
+FORKS = """
+import os, time
+n = 0
+for i in range(60):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(3)
+        os._exit(0)
+    n += 1
+print(n)
+"""
+HOG = """
+import os, pathlib, time
+for k in range(3):
+    if os.fork() == 0:
+        block = b"x" * (200 << 20)  # touched: really resident
+        time.sleep(2)
+        pathlib.Path(f"/out/held{k}").write_text(str(len(block)))
+        os._exit(0)
+for k in range(3):
+    try:
+        os.wait()
+    except ChildProcessError:
+        break
+"""
+
+
+@needs_sandbox
+@pytest.mark.skipif(
+    sandbox.cgroup_problem() is not None, reason=str(sandbox.cgroup_problem())
+)
+def test_the_whole_sandbox_shares_one_process_limit(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    control = _in_sandbox(sandbox.python(["-c", FORKS]), tmp_path, out)
+    assert control.stdout.strip() == "60", control.stderr  # no group: all 60 forks
+    group = sandbox.Cgroup.make(1024, pids=20)
+    assert group is not None
+    dirs = list(group.dirs)
+    try:
+        r = _in_sandbox(sandbox.python(["-c", FORKS]), tmp_path, out, group=group)
+    finally:
+        group.close()
+    assert r.returncode == 0, r.stderr
+    assert 0 < int(r.stdout) < 20, r.stdout
+    assert len(dirs) == 2 and not any(d.exists() for d in dirs)
+
+
+@needs_sandbox
+@pytest.mark.skipif(
+    sandbox.cgroup_problem() is not None, reason=str(sandbox.cgroup_problem())
+)
+def test_the_whole_sandbox_shares_one_memory_limit(tmp_path):
+    "Three children of 200 MiB each under one 300 MiB limit: not all three hold."
+    out = tmp_path / "out"
+    out.mkdir()
+    _in_sandbox(sandbox.python(["-c", HOG]), tmp_path, out)
+    held = sorted(p.name for p in out.iterdir())
+    assert held == ["held0", "held1", "held2"], "the control: no group, all three hold"
+    for p in out.iterdir():
+        p.unlink()
+    group = sandbox.Cgroup.make(300)
+    assert group is not None
+    dirs = list(group.dirs)
+    try:
+        _in_sandbox(sandbox.python(["-c", HOG]), tmp_path, out, group=group)
+    finally:
+        group.close()
+    held = sorted(p.name for p in out.iterdir())
+    assert len(held) < 3, held
+    assert len(dirs) == 2 and not any(d.exists() for d in dirs), "groups left behind"
