@@ -195,6 +195,11 @@ def grade(
         row["problems"] += [
             f"your cell {m} is missing from the notebook" for m in missing
         ]
+        row["problems"] += [
+            f"your notebook has {n} cells with grade id {gid} (a copied cell keeps "
+            "it): only the first was graded; delete the copies"
+            for gid, n in sorted(grading.duplicates(source, nb).items())
+        ]
         tests = _tests_failed(source, cells, got["cells"])
         row["problems"] += [t for t in tests if t.startswith("your cell")]
         row["tests"] = [t for t in tests if not t.startswith("your cell")]
@@ -328,6 +333,17 @@ def main(argv=None) -> int:
         for f in failed:
             print(f, file=sys.stderr)
         return 1 if failed else 0
+    sub_root = HERE / "submitted"
+    unknown = [s for s in args.student or [] if not (sub_root / s).is_dir()]
+    if unknown:
+        have = sorted(p.name for p in sub_root.glob("*") if p.is_dir())
+        shown = ", ".join(have[:8]) + (", …" if len(have) > 8 else "")
+        print(
+            f"no submissions of student {', '.join(unknown)} in {sub_root} "
+            f"(have: {shown or 'none'})",
+            file=sys.stderr,
+        )
+        return 2
     _need("torch", "torch and sat_tutorial")
     _need("sat_tutorial", "sat_tutorial")
     import sandbox

@@ -151,14 +151,18 @@ def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
 def assemble(source: list[dict], student: dict | None) -> tuple[list[dict], list[str]]:
     """The code cells to run: read-only cells from `source`, solution cells by grade id
     from `student`, cells the student added kept after the cell they followed; and the
-    solution cells missing from the submission."""
+    solution cells missing from the submission. Of several cells with one grade id
+    (Jupyter's copy and paste keeps it) the first counts; `duplicates` names them."""
     known = {_gid(c): c for c in source if _gid(c)}
-    solutions, added, last = {}, {}, None
-    cells_in = (student or {}).get("cells", []) if isinstance(student, dict) else []
-    for c in cells_in if isinstance(cells_in, list) else []:
-        if not isinstance(c, dict) or c.get("cell_type") != "code":
+    solutions, added, last, seen = {}, {}, None, set()
+    for c in _student_cells(student):
+        if c.get("cell_type") != "code":
             continue
         gid = _gid(c)
+        if gid in known:
+            if gid in seen:
+                continue  # a copy (Jupyter's copy and paste): the first one counts
+            seen.add(gid)
         if gid in known and known[gid]["metadata"]["nbgrader"].get("solution"):
             solutions[gid] = _text(c.get("source", ""))
             last = gid
@@ -185,6 +189,24 @@ def assemble(source: list[dict], student: dict | None) -> tuple[list[dict], list
         for k, src in enumerate(added.get(gid, [])):
             cells.append({"id": f"{gid}_added_{k}", "kind": "added", "source": src})
     return cells, missing
+
+
+def _student_cells(student) -> list[dict]:
+    "The cells of a submitted notebook that are dicts, whatever else it holds."
+    cells = student.get("cells", []) if isinstance(student, dict) else []
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
+
+
+def duplicates(source: list[dict], student) -> dict[str, int]:
+    """{grade id: how many cells have it} for every grade id of `source` that more than
+    one cell of the submission has (of code cells: those are what is graded)."""
+    known = {_gid(c) for c in source if _gid(c)}
+    count = {}
+    for c in _student_cells(student):
+        gid = _gid(c)
+        if gid in known and c.get("cell_type") == "code":
+            count[gid] = count.get(gid, 0) + 1
+    return {g: n for g, n in count.items() if n > 1}
 
 
 def solution_cells(source: list[dict]) -> list[dict]:

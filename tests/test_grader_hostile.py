@@ -432,6 +432,30 @@ def _has_fifo(dest: Path, root: Path) -> None:
     os.mkfifo(dest / "notes.txt")  # copying it into the sandbox would block
 
 
+BROKEN = "def attend(*args, **kwargs):\n    raise NotImplementedError\n"
+
+
+def _duplicated(first_broken: bool):
+    """a1_attend twice, as Jupyter's copy and paste leaves it (same grade id): the
+    first (the original) broken or the copy broken; and a copied a1_beta_test whose
+    copy passes everything."""
+
+    def edit(nb):
+        cells = nb["cells"]
+        k = cells.index(_cell(nb, "a1_attend"))
+        copy = json.loads(json.dumps(cells[k]))
+        (cells[k] if first_broken else copy)["source"] = BROKEN
+        cells.insert(k + 1, copy)
+        t = cells.index(_cell(nb, "a1_beta_test"))
+        fake = json.loads(json.dumps(cells[t]))
+        fake["source"] = "pass\n"
+        cells.insert(t + 1, fake)
+
+    return edit
+
+
+DUPLICATED = "2 cells with grade id a1_attend (a copied cell keeps it)"
+
 HOSTILE = {
     # student: (how the solution notebook is changed, parts lost, text in its
     # feedback, what else its folder holds)
@@ -448,6 +472,8 @@ HOSTILE = {
     "linked-folder": (None, set(PARTS), LINKED, _links_folder),
     "linked-inside": (None, set(PARTS), LINKED, _links_inside),
     "pipe-inside": (None, set(PARTS), "not a regular file", _has_fifo),
+    "copy-broken": (_duplicated(False), set(), DUPLICATED, None),
+    "original-broken": (_duplicated(True), {"a1_attend_test"}, DUPLICATED, None),
     "zz-honest": (None, set(), "", None),
 }
 
@@ -719,3 +745,96 @@ def test_the_whole_sandbox_shares_one_memory_limit(tmp_path):
     held = sorted(p.name for p in out.iterdir())
     assert len(held) < 3, held
     assert len(dirs) == 2 and not any(d.exists() for d in dirs), "groups left behind"
+
+
+# ---- the instructor's path ----------------------------------------------------------
+
+
+def test_a_copied_grade_id_counts_once_and_is_named():
+    nb = _solution_nb()
+    _duplicated(True)(nb)
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": "mine = 1\n"})
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "source": "more = 2\n"})
+    cells, missing = grading.assemble(_source_cells(), nb)
+    assert not missing
+    by_id = {c["id"]: c for c in cells}
+    assert by_id["a1_attend"]["source"] == BROKEN  # the first, not the copy
+    theirs = _cell({"cells": _source_cells()}, "a1_beta_test")["source"]
+    assert by_id["a1_beta_test"]["source"] == grading._text(theirs)  # not the copy
+    assert [c["source"] for c in cells if c["kind"] == "added"] == [
+        "mine = 1\n",
+        "more = 2\n",
+    ]
+    assert len(cells) == len(grading.assemble(_source_cells(), _solution_nb())[0]) + 2
+    assert grading.duplicates(_source_cells(), nb) == {
+        "a1_attend": 2,
+        "a1_beta_test": 2,
+    }
+    assert grading.duplicates(_source_cells(), _solution_nb()) == {}
+
+
+def _kit_course(tmp_path: Path, students=("alice",)) -> Path:
+    root = _mini_course(tmp_path, {s: _solution_nb() for s in students})
+    for f in KIT_FILES:
+        shutil.copy(KIT / f, root / f)
+    return root
+
+
+def _listing(root: Path) -> dict:
+    return {
+        p.relative_to(root).as_posix(): _digest(p) if p.is_file() else "dir"
+        for p in sorted(root.rglob("*"))
+    }
+
+
+def test_an_unknown_student_is_one_line_and_a_nonzero_exit(tmp_path):
+    root = _kit_course(tmp_path)
+    before = _listing(root)
+    r = subprocess.run(
+        [sys.executable, str(root / "course.py"), "grade", "--student", "nobody"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nobody" in lines[0] and "alice" in lines[0], r.stderr
+    assert "graded" not in r.stdout
+    assert _listing(root) == before, set(_listing(root)) ^ set(before)
+    assert not (root / "grades.csv").exists() and not (root / "feedback").exists()
+
+
+def test_refused_autograde_changes_nothing(tmp_path):
+    pytest.importorskip("nbgrader", reason="the course extra is not installed")
+    root = _kit_course(tmp_path)
+    before = _listing(root)
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    for cmd in (["autograde", A1, "--student", "alice"], ["autograde", A1]):
+        r = subprocess.run(
+            [sys.executable, "-m", "nbgrader", *cmd],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert r.returncode != 0, r.stdout + r.stderr
+        assert "course.py grade" in r.stderr, r.stderr[-2000:]
+        assert _listing(root) == before, set(_listing(root)) ^ set(before)
+    assert not (root / "gradebook.db").exists()
+
+
+def test_the_readme_states_the_flags_the_commands_need():
+    text = " ".join((KIT / "README.md").read_text(encoding="utf-8").split())
+    assert "nbgrader generate_assignment NAME --force" in text
+    assert 'make grade ARGS="' in text and "PYTHON=" in text
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    for target, cmd in (("assignments", "release"), ("grade", "grade")):
+        recipe = make.split(f"\n{target}:\n", 1)[1].split("\n\n", 1)[0]
+        assert f"assignments/course.py {cmd} $(ARGS)" in recipe, recipe
