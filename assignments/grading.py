@@ -37,6 +37,8 @@ GRACE = 5.0  # seconds past the cell limit before the grader kills the sandbox
 MEMORY_MIB = 6144  # address space of the sandbox (torch alone maps ~2 GiB)
 MAX_EVENTS = 64 << 20  # bytes of events read back (the rest is ignored)
 MAX_TEXT = 20_000  # characters of a cell's output kept from an event
+MIB = 1 << 20
+MAX_NOTEBOOK = 64 * MIB  # bytes of a submitted notebook (outputs included)
 ALONE_LIMIT = 300.0  # seconds for a probe without student code (A7 evaluates its run)
 
 
@@ -129,10 +131,18 @@ def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
             f"{where}: no {name}.ipynb (found {', '.join(found[:3])}): "
             f"rename the notebook to {name}.ipynb"
         )
+    size = nb_path.stat().st_size
+    if size > MAX_NOTEBOOK:
+        return None, (
+            f"{where}/{name}.ipynb is {size / MIB:.0f} MiB, over the "
+            f"{MAX_NOTEBOOK / MIB:.0f} MiB a notebook may have: clear its outputs"
+        )
     try:
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"{where}/{name}.ipynb is not a notebook (not JSON: {e})"
+    except RecursionError:
+        return None, f"{where}/{name}.ipynb is not a notebook (JSON nested too deep)"
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         if isinstance(nb, dict) and "worksheets" in nb:
             return None, (

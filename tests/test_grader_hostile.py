@@ -258,6 +258,21 @@ def test_a_list_where_metadata_should_be_is_no_crash():
         assert "a1_attend" in missing
 
 
+def test_a_notebook_nested_too_deep_or_too_big_is_one_line(tmp_path, monkeypatch):
+    sub = tmp_path / "bob" / A1
+    sub.mkdir(parents=True)
+    (sub / f"{A1}.ipynb").write_text('{"cells": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    nb, why = grading.read_submission(sub, A1)
+    assert (
+        nb is None
+        and why == f"bob/{A1}/{A1}.ipynb is not a notebook (JSON nested too deep)"
+    )
+    monkeypatch.setattr(grading, "MAX_NOTEBOOK", 1000)
+    (sub / f"{A1}.ipynb").write_text(json.dumps(_solution_nb()))
+    nb, why = grading.read_submission(sub, A1)
+    assert nb is None and "MiB a notebook may have" in why
+
+
 # ---- one submission never breaks another's grade: course.grade ---------------------
 
 
