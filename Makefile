@@ -88,8 +88,10 @@ bench: $(STAMP)
 
 # The course kit runs in the environment the instructor installed it into
 # (assignments/README.md): nothing is installed here.
+# The course kit (assignments/README.md): ARGS passes options, as in
+# make grade ARGS="a2_hard_attention --student alice --timeout 60 --jobs 2"
 assignments:
-	$(PYTHON) assignments/course.py release
+	$(PYTHON) assignments/course.py release $(ARGS)
 
 grade:
-	$(DATA_ENV) MPLBACKEND=Agg $(PYTHON) assignments/course.py grade
+	$(DATA_ENV) MPLBACKEND=Agg $(PYTHON) assignments/course.py grade $(ARGS)

@@ -111,12 +111,14 @@ def grade(
     limit: float = LIMIT,
     jobs: int = 1,
     log=print,
+    csv_path: Path | None = None,
 ) -> list[dict]:
     """Grade every submission (or those of `students`) of each assignment in a sandbox,
     `jobs` at a time; one row per student and assignment: score, max_score, per-part
     points and a readable line for each part that lost points (or why nothing was
-    graded)."""
-    import threading
+    graded). Each submission is graded in its own try/except (whatever it did, it gets
+    a row: 0 for its parts and one line) and, as soon as it is graded, its feedback is
+    written and its row merged into `csv_path` (atomically)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -133,13 +135,15 @@ def grade(
         points = {
             grading._gid(c): float(c["metadata"]["nbgrader"]["points"])
             for c in source
-            if c.get("metadata", {}).get("nbgrader", {}).get("grade")
+            if grading._meta(c).get("grade")
         }
         specs[name] = (source, checks, points)
         for folder in sorted(p for p in sub_root.glob("*") if p.is_dir()):
             if students is not None and folder.name not in students:
                 continue
-            if (folder / name).exists() or (folder / f"{name}.ipynb").exists():
+            if os.path.lexists(folder / name) or os.path.lexists(
+                folder / f"{name}.ipynb"
+            ):
                 tasks.append((name, folder.name))
 
     wants, locks = {}, {name: threading.Lock() for name in names}
@@ -154,7 +158,7 @@ def grade(
                 want = grading.run(cells, checks, limit, reference=True)["parts"]
                 bad = {p: r["error"] for p, r in want.items() if "error" in r}
                 if bad and not all(checks["parts"][p]["alone"] for p in bad):
-                    raise RuntimeError(f"{name}: the solution fails its checks: {bad}")
+                    raise SolutionFails(f"{name}: the solution fails its checks: {bad}")
                 wants[name] = want
         return wants[name]
 
@@ -162,6 +166,10 @@ def grade(
         name, student = task
         source, checks, points = specs[name]
         row, sub = _row(student, name, points), sub_root / student / name
+        linked = grading.not_plain(sub, name)
+        if linked:  # before anything reads the submission
+            row["problems"].append(linked)
+            return row
         if not sub.is_dir():
             row["problems"].append(
                 f"{student}/{name}.ipynb is not in a folder: put it in "
@@ -187,16 +195,57 @@ def grade(
         row["problems"] += [
             f"your cell {m} is missing from the notebook" for m in missing
         ]
+        row["problems"] += [
+            f"your notebook has {n} cells with grade id {gid} (a copied cell keeps "
+            "it): only the first was graded; delete the copies"
+            for gid, n in sorted(grading.duplicates(source, nb).items())
+        ]
         tests = _tests_failed(source, cells, got["cells"])
         row["problems"] += [t for t in tests if t.startswith("your cell")]
         row["tests"] = [t for t in tests if not t.startswith("your cell")]
         return row
 
+    written = threading.Lock()
+
+    def guarded(task):
+        "`one`, and whatever goes wrong is this submission's row: 0 and one line."
+        name, student = task
+        try:
+            row = one(task)
+        except SolutionFails:
+            raise  # the instructor's problem, not the student's: stop
+        except grading.Tampered as e:
+            row = _row(student, name, specs[name][2])
+            row["problems"].append(
+                f"the submission tampered with the grader's files ({_line(e)}): "
+                "every part scores 0"
+            )
+        except Exception as e:
+            row = _row(student, name, specs[name][2])
+            row["problems"].append(
+                "the grader could not grade this submission "
+                f"({type(e).__name__}: {_line(e)}): every part scores 0"
+            )
+        with written:
+            _feedback(root, row)
+            if csv_path is not None:
+                write_csv([row], csv_path)
+        return row
+
     with ThreadPoolExecutor(max(1, jobs)) as ex:
-        rows = list(ex.map(one, tasks))
-    for row in rows:
-        _feedback(root, row)
+        rows = list(ex.map(guarded, tasks))
     return rows
+
+
+class SolutionFails(RuntimeError):
+    "The instructor's solution fails its own checks: grading stops."
+
+
+def _line(e: BaseException, n: int = 200) -> str:
+    try:
+        return " ".join(str(e).split())[:n]
+    except Exception:
+        return ""
 
 
 def _feedback(root: Path, row: dict) -> None:
@@ -235,9 +284,11 @@ def write_csv(rows: list[dict], path: Path) -> int:
     with open(tmp, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
         w.writeheader()
-        for key in sorted(table):
+        for key in sorted(table, key=lambda k: tuple(map(str, k))):
             w.writerow(table[key])
-    os.replace(tmp, path)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
     return len(table)
 
 
@@ -282,6 +333,17 @@ def main(argv=None) -> int:
         for f in failed:
             print(f, file=sys.stderr)
         return 1 if failed else 0
+    sub_root = HERE / "submitted"
+    unknown = [s for s in args.student or [] if not (sub_root / s).is_dir()]
+    if unknown:
+        have = sorted(p.name for p in sub_root.glob("*") if p.is_dir())
+        shown = ", ".join(have[:8]) + (", …" if len(have) > 8 else "")
+        print(
+            f"no submissions of student {', '.join(unknown)} in {sub_root} "
+            f"(have: {shown or 'none'})",
+            file=sys.stderr,
+        )
+        return 2
     _need("torch", "torch and sat_tutorial")
     _need("sat_tutorial", "sat_tutorial")
     import sandbox
@@ -290,6 +352,9 @@ def main(argv=None) -> int:
     if why:
         print(why, file=sys.stderr)
         return 2
+    note = sandbox.cgroup_problem()
+    if note:
+        print(note)
     if not (HERE / "submitted").is_dir():
         print(
             f"nothing to grade: put submissions in {HERE / 'submitted'}"
@@ -297,8 +362,16 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return 2
-    rows = grade(HERE, args.names or None, args.student, args.timeout, args.jobs)
-    total = write_csv(rows, Path(args.csv))
+    csv_path = Path(args.csv)
+    rows = grade(
+        HERE,
+        args.names or None,
+        args.student,
+        args.timeout,
+        args.jobs,
+        csv_path=csv_path,
+    )
+    total = write_csv([], csv_path)  # the rows are in already: count them
     for r in rows:
         score = f"{r['score']:g}/{r['max_score']:g}"
         print(f"{r['student']:>16} {r['assignment']:<24} {score}")

@@ -22,8 +22,10 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -33,16 +35,33 @@ HERE = Path(__file__).resolve().parent
 STARTUP = 240.0  # seconds for the sandbox to start Python and import torch
 GRACE = 5.0  # seconds past the cell limit before the grader kills the sandbox
 MEMORY_MIB = 6144  # address space of the sandbox (torch alone maps ~2 GiB)
-MAX_EVENTS = 64 << 20  # bytes of events read back
+MAX_EVENTS = 64 << 20  # bytes of events read back (the rest is ignored)
+MAX_TEXT = 20_000  # characters of a cell's output kept from an event
+MIB = 1 << 20
+MAX_NOTEBOOK = 64 * MIB  # bytes of a submitted notebook (outputs included)
 ALONE_LIMIT = 300.0  # seconds for a probe without student code (A7 evaluates its run)
 
 
+class Tampered(RuntimeError):
+    "What the sandbox left for the grader (its events file) is not what runner.py writes."
+
+
+def _meta(cell) -> dict:
+    "A cell's nbgrader metadata, or {} when the cell, its metadata or it is malformed."
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    nbg = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return nbg if isinstance(nbg, dict) else {}
+
+
 def _gid(cell: dict):
-    return cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+    gid = _meta(cell).get("grade_id")
+    return gid if isinstance(gid, str) else None
 
 
 def _text(src) -> str:
-    return "".join(src) if isinstance(src, list) else str(src)
+    if isinstance(src, list):
+        return "".join(x for x in src if isinstance(x, str))
+    return src if isinstance(src, str) else ""
 
 
 def load_source(root: Path, name: str) -> tuple[list[dict], dict]:
@@ -51,6 +70,42 @@ def load_source(root: Path, name: str) -> tuple[list[dict], dict]:
     nb = json.loads((folder / f"{name}.ipynb").read_text(encoding="utf-8"))
     checks = json.loads((folder / "checks.json").read_text(encoding="utf-8"))
     return nb["cells"], checks
+
+
+def not_plain(folder: Path, name: str) -> str | None:
+    """One line when the submission `folder` (submitted/<student>/<name>), its student's
+    folder or anything inside holds a symbolic link or a special file (a pipe, a
+    socket, a device), None otherwise. Checked with lstat before anything reads the
+    submission: a link to the instructor's notebook or to a classmate's is never
+    followed, a pipe never blocks the copy into the sandbox."""
+    student = folder.parent
+    where = f"{student.name}/{name}"
+    for p in (student, folder):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return None  # nothing there: the caller says what is missing
+        if stat.S_ISLNK(st.st_mode):
+            what = "your folder" if p == student else f"the folder {where}"
+            return (
+                f"{what} is a symbolic link: submit the files themselves (links "
+                "are not graded)"
+            )
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        return None
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for entry in sorted(dirs + files):
+            path = Path(top) / entry
+            mode = os.lstat(path).st_mode
+            rel = f"{where}/{path.relative_to(folder).as_posix()}"
+            if stat.S_ISLNK(mode):
+                return (
+                    f"{rel} is a symbolic link: submit the file itself (links are "
+                    "not graded)"
+                )
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                return f"{rel} is not a regular file (a pipe, socket or device)"
+    return None
 
 
 def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
@@ -76,10 +131,18 @@ def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
             f"{where}: no {name}.ipynb (found {', '.join(found[:3])}): "
             f"rename the notebook to {name}.ipynb"
         )
+    size = nb_path.stat().st_size
+    if size > MAX_NOTEBOOK:
+        return None, (
+            f"{where}/{name}.ipynb is {size / MIB:.0f} MiB, over the "
+            f"{MAX_NOTEBOOK / MIB:.0f} MiB a notebook may have: clear its outputs"
+        )
     try:
         nb = json.loads(nb_path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return None, f"{where}/{name}.ipynb is not a notebook (not JSON: {e})"
+    except RecursionError:
+        return None, f"{where}/{name}.ipynb is not a notebook (JSON nested too deep)"
     if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
         if isinstance(nb, dict) and "worksheets" in nb:
             return None, (
@@ -98,13 +161,18 @@ def read_submission(folder: Path, name: str) -> tuple[dict | None, str | None]:
 def assemble(source: list[dict], student: dict | None) -> tuple[list[dict], list[str]]:
     """The code cells to run: read-only cells from `source`, solution cells by grade id
     from `student`, cells the student added kept after the cell they followed; and the
-    solution cells missing from the submission."""
+    solution cells missing from the submission. Of several cells with one grade id
+    (Jupyter's copy and paste keeps it) the first counts; `duplicates` names them."""
     known = {_gid(c): c for c in source if _gid(c)}
-    solutions, added, last = {}, {}, None
-    for c in (student or {}).get("cells", []):
-        if not isinstance(c, dict) or c.get("cell_type") != "code":
+    solutions, added, last, seen = {}, {}, None, set()
+    for c in _student_cells(student):
+        if c.get("cell_type") != "code":
             continue
         gid = _gid(c)
+        if gid in known:
+            if gid in seen:
+                continue  # a copy (Jupyter's copy and paste): the first one counts
+            seen.add(gid)
         if gid in known and known[gid]["metadata"]["nbgrader"].get("solution"):
             solutions[gid] = _text(c.get("source", ""))
             last = gid
@@ -133,6 +201,24 @@ def assemble(source: list[dict], student: dict | None) -> tuple[list[dict], list
     return cells, missing
 
 
+def _student_cells(student) -> list[dict]:
+    "The cells of a submitted notebook that are dicts, whatever else it holds."
+    cells = student.get("cells", []) if isinstance(student, dict) else []
+    return [c for c in cells if isinstance(c, dict)] if isinstance(cells, list) else []
+
+
+def duplicates(source: list[dict], student) -> dict[str, int]:
+    """{grade id: how many cells have it} for every grade id of `source` that more than
+    one cell of the submission has (of code cells: those are what is graded)."""
+    known = {_gid(c) for c in source if _gid(c)}
+    count = {}
+    for c in _student_cells(student):
+        gid = _gid(c)
+        if gid in known and c.get("cell_type") == "code":
+            count[gid] = count.get(gid, 0) + 1
+    return {g: n for g, n in count.items() if n > 1}
+
+
 def solution_cells(source: list[dict]) -> list[dict]:
     "The instructor's notebook as a submission: solution markers dropped."
     marks = ("### BEGIN SOLUTION", "### END SOLUTION")
@@ -145,23 +231,124 @@ def solution_cells(source: list[dict]) -> list[dict]:
     return out
 
 
-def _events(path: Path, offset: int) -> tuple[list[dict], int]:
-    "The complete JSON lines of `path` from `offset` on, and the new offset."
-    if not path.exists() or offset >= MAX_EVENTS:
+def _open_regular(path: Path) -> int | None:
+    """A read-only, non-blocking descriptor of `path` when it is a regular file; None
+    when it does not exist. A pipe, a link, a folder or a device raises Tampered: the
+    grader never opens them (so a FIFO cannot block it, nor a link redirect it)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        raise Tampered(f"{path.name} was replaced by something other than a file")
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        return None
+    except OSError as e:  # ELOOP: it became a link between lstat and open
+        raise Tampered(
+            f"{path.name} cannot be opened as a file ({e.strerror})"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise Tampered(f"{path.name} was replaced by something other than a file")
+    return fd
+
+
+def _events(path: Path, offset: int, n_cells: int = 0, parts=()) -> tuple[list, int]:
+    """The events in the complete lines of `path` from `offset` on, and the new offset.
+    The file is written by the sandbox, so it is hostile input: a regular file only,
+    read without blocking, at most MAX_EVENTS bytes in all, each line parsed defensively
+    and checked against what runner.py writes (`_event`); a line that is not raises
+    Tampered (the grader's events cannot be told from forged ones any more)."""
+    if offset >= MAX_EVENTS:
         return [], offset
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read(MAX_EVENTS - offset)
+    fd = _open_regular(path)
+    if fd is None:
+        return [], offset
+    try:
+        chunks, want = [], MAX_EVENTS - offset
+        while want > 0:
+            try:
+                b = os.pread(fd, min(want, 1 << 20), offset + sum(map(len, chunks)))
+            except BlockingIOError:
+                break
+            if not b:
+                break
+            chunks.append(b)
+            want -= len(b)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
     end = data.rfind(b"\n") + 1
     out = []
     for line in data[:end].splitlines():
         try:
-            ev = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(ev, dict):
-            out.append(ev)
+            ev = _event(json.loads(line), n_cells, parts)
+        except Exception:  # ValueError, RecursionError (deep nesting), MemoryError
+            ev = None
+        if ev is None:  # runner.py never writes it: the student's code did
+            raise Tampered(f"{path.name} holds a line the grader's runner never writes")
+        out.append(ev)
     return out, offset + end
+
+
+def _clean(s, n: int) -> str:
+    "A string of the sandbox's, on one line and at most n characters."
+    return " ".join(s.split())[:n] if isinstance(s, str) else ""
+
+
+def _error_pair(err):
+    "An event's [name, message], cleaned; None when it is not a pair of strings."
+    if not (isinstance(err, list) and len(err) == 2):
+        return None
+    if not all(isinstance(x, str) for x in err):
+        return None
+    return [_clean(err[0], 80) or "Error", _clean(err[1], 300)]
+
+
+def _index(x, n: int):
+    return x if type(x) is int and 0 <= x < n else None
+
+
+def _event(ev, n_cells: int, parts) -> dict | None:
+    """`ev` when it has the shape of an event runner.py writes (a copy with its strings
+    cleaned), None otherwise: {"start": i}, {"start_part": p}, {"cell": i, "stdout",
+    "stderr", "error": None or [name, message], "seconds"}, {"part": p, "result": …} or
+    {"part": p, "error": [name, message], "stdout"}, {"end": true}; i a cell index, p
+    one of `parts`."""
+    if not isinstance(ev, dict) or not ev:
+        return None
+    keys = set(ev)
+    if keys == {"end"}:
+        return {"end": True} if ev["end"] is True else None
+    if keys == {"start"}:
+        i = _index(ev["start"], n_cells)
+        return None if i is None else {"start": i}
+    if keys == {"start_part"}:
+        p = ev["start_part"]
+        return {"start_part": p} if isinstance(p, str) and p in parts else None
+    if "cell" in ev and keys <= {"cell", "stdout", "stderr", "error", "seconds"}:
+        i = _index(ev["cell"], n_cells)
+        err = ev.get("error")
+        if i is None or (err is not None and _error_pair(err) is None):
+            return None
+        if not all(isinstance(ev.get(k, ""), str) for k in ("stdout", "stderr")):
+            return None
+        return {
+            "cell": i,
+            "stdout": ev.get("stdout", "")[:MAX_TEXT],
+            "stderr": ev.get("stderr", "")[:MAX_TEXT],
+            "error": None if err is None else _error_pair(err),
+        }
+    if "part" in ev and isinstance(ev["part"], str) and ev["part"] in parts:
+        if keys == {"part", "result"}:
+            return {"part": ev["part"], "result": ev["result"]}
+        if keys <= {"part", "error", "stdout"} and "error" in keys:
+            err = _error_pair(ev["error"])
+            return None if err is None else {"part": ev["part"], "error": err}
+    return None
 
 
 def run(
@@ -174,7 +361,8 @@ def run(
 ) -> dict:
     """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
     ended the process or outlived the limit. Returns {"cells": {i: record},
-    "parts": {part: {"result": …} or {"error": [name, message]}}}."""
+    "parts": {part: {"result": …} or {"error": [name, message]}}}. Raises Tampered when
+    the sandbox replaced its events file by something that is not a file."""
     parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
     if alone:
         limit = max(limit, ALONE_LIMIT)
@@ -209,14 +397,14 @@ def run(
                 work.mkdir()
             job["skip"], job["done"] = sorted(skip), sorted(results)
             culprit, why, log = _attempt_run(job, work, out, limit, n_items)
-        for ev in log:
-            if "cell" in ev and isinstance(ev.get("cell"), int):
+        for ev in log:  # every event has passed _event: its fields have their types
+            if "cell" in ev:
                 records[ev["cell"]] = ev
-            elif "part" in ev and ev.get("part") in parts and ev["part"] not in results:
+            elif "part" in ev and ev["part"] not in results:
                 results[ev["part"]] = (
-                    {"result": ev.get("result")}
+                    {"result": ev["result"]}
                     if "result" in ev
-                    else {"error": ev.get("error") or ["Error", ""]}
+                    else {"error": ev["error"]}
                 )
         if culprit is None:
             break
@@ -237,50 +425,86 @@ def run(
     return {"cells": records, "parts": results}
 
 
+def deadline(limit: float, n_items: int) -> float:
+    "Wall-clock seconds one sandbox run may take in all (enforced by a timer thread)."
+    return STARTUP + (limit + GRACE) * n_items
+
+
 def _attempt_run(job, work, out, limit, n_items):
-    "One sandbox run: (culprit or None, why, events)."
+    """One sandbox run: (culprit or None, why, events). Two threads watch it: the
+    reader follows the events and kills the sandbox when an item outlives the limit;
+    a timer kills it at `deadline` whatever the reader is doing, and a reader still
+    stuck then is abandoned (Tampered)."""
     events = out / "events.jsonl"
     cmd = sandbox.command(
-        ["python", "/grader/runner.py"], work, out, HERE / "runner.py"
+        sandbox.python(["/grader/runner.py"]), work, out, HERE / "runner.py"
     )
     err_path = out.parent / "stderr.txt"
-    with open(err_path, "wb") as err:
-        proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            preexec_fn=sandbox.limiter(MEMORY_MIB, int(limit * n_items + STARTUP)),
-            start_new_session=True,
-        )
+    n_cells, parts = len(job["cells"]), set(job["checks"])
+    hard = deadline(limit, n_items)
+    state = {"log": [], "killed": None, "error": None}
+    group = (
+        sandbox.Cgroup.make(MEMORY_MIB) if sandbox.cgroup_problem() is None else None
+    )
     try:
-        proc.stdin.write(json.dumps(job).encode())
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
-    log, offset, current, since = [], 0, None, time.monotonic()
-    killed_for_time = False
-    while proc.poll() is None:
-        time.sleep(0.1)
-        new, offset = _events(events, offset)
-        for ev in new:
-            log.append(ev)
-            if "start" in ev:
-                current, since = ("cell", ev["start"]), time.monotonic()
-            elif "start_part" in ev:
-                current, since = ("part", ev["start_part"]), time.monotonic()
-            elif "cell" in ev or "part" in ev:
-                current, since = None, time.monotonic()
-        budget = STARTUP if not log else limit + GRACE
-        if current is None and log:
-            budget = limit + GRACE  # between two items: the runner's own work
-        if time.monotonic() - since > budget:
-            killed_for_time = True
+        with open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                cmd,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                preexec_fn=sandbox.limiter(
+                    MEMORY_MIB, int(limit * n_items + STARTUP), group
+                ),
+                start_new_session=True,
+            )
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
+
+    def out_of_time():
+        state["killed"] = state["killed"] or (
+            f"stopped by the sandbox's wall-clock limit ({hard:g} s)"
+        )
+        _kill(proc)
+
+    timer = threading.Timer(hard, out_of_time)
+    timer.daemon = True
+    timer.start()
+
+    def follow():
+        try:
+            _follow(proc, events, limit, n_cells, parts, state)
+        except BaseException as e:  # Tampered, or anything else: the grader decides
+            state["error"] = e
             _kill(proc)
-            break
-    proc.wait()
-    new, offset = _events(events, offset)
-    log += new
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    try:
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+        reader.join(hard + GRACE)
+        if reader.is_alive():  # the timer has killed the sandbox: give the reader
+            reader.join(GRACE)  # a moment to see it, then leave it behind
+        if reader.is_alive():
+            raise Tampered(
+                "the grader could not read the sandbox's events within its wall-clock "
+                f"limit ({hard:g} s)"
+            )
+    finally:
+        timer.cancel()
+        _kill(proc)
+        proc.wait()
+        if group is not None:
+            group.close()
+    if state["error"] is not None:
+        raise state["error"]
+    log = state["log"]
     if any(ev.get("end") is True for ev in log):
         return None, "", log
     finished = set()
@@ -295,34 +519,78 @@ def _attempt_run(job, work, out, limit, n_items):
         if "start" in ev or "start_part" in ev
     ]
     pending = [s for s in started if s not in finished]
-    if killed_for_time:
-        why = f"stopped by the per-cell time limit ({limit:g} s)"
-    else:
-        why = _death(proc.returncode, err_path)
+    why = state["killed"] or _death(proc.returncode, err_path)
     if not pending:
         return ("startup", None), _startup_problem(proc.returncode, err_path), log
     return pending[-1], why, log
+
+
+def _follow(proc, events: Path, limit: float, n_cells: int, parts, state) -> None:
+    "The reader: collect events into state['log']; kill an item past its time limit."
+    log, offset, current, since = state["log"], 0, None, time.monotonic()
+    while proc.poll() is None:
+        time.sleep(0.1)
+        new, offset = _read(events, offset, n_cells, parts)
+        for ev in new:
+            log.append(ev)
+            if "start" in ev:
+                current, since = ("cell", ev["start"]), time.monotonic()
+            elif "start_part" in ev:
+                current, since = ("part", ev["start_part"]), time.monotonic()
+            elif "cell" in ev or "part" in ev:
+                current, since = None, time.monotonic()
+        budget = STARTUP if not log else limit + GRACE
+        if current is None and log:
+            budget = limit + GRACE  # between two items: the runner's own work
+        if time.monotonic() - since > budget:
+            state["killed"] = f"stopped by the per-cell time limit ({limit:g} s)"
+            _kill(proc)
+            break
+    proc.wait()
+    new, offset = _read(events, offset, n_cells, parts)
+    log += new
+
+
+_read = _events  # what the reader thread calls (a test replaces it by one that hangs)
 
 
 def _kill(proc) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
-        proc.kill()
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+
+
+def _tail(path: Path, n: int = 4096) -> str:
+    "The last n bytes of a file the sandbox wrote (its stderr), as text."
+    try:
+        fd = _open_regular(path)
+    except Tampered:
+        return ""
+    if fd is None:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, n, max(0, size - n)).decode(errors="replace")
+    finally:
+        os.close(fd)
 
 
 def _death(code: int, err_path: Path) -> str:
     if code is not None and code < 0:
         name = signal.Signals(-code).name
         return f"the process was killed by {name} (memory or CPU limit?)"
-    tail = err_path.read_text(errors="replace")[-300:] if err_path.exists() else ""
+    tail = _tail(err_path)[-300:]
     if "MemoryError" in tail:
         return f"the process ran out of memory (limit {MEMORY_MIB} MiB)"
     return f"the process ended with exit code {code} (os._exit, exit or a crash)"
 
 
 def _startup_problem(code, err_path: Path) -> str:
-    tail = err_path.read_text(errors="replace").strip() if err_path.exists() else ""
+    tail = _tail(err_path).strip()
     last = tail.splitlines()[-1] if tail else f"exit code {code}"
     return f"the sandbox did not start: {last[:200]}"
 

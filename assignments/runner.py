@@ -168,7 +168,19 @@ def _error(e: BaseException) -> list[str]:
     return [type(e).__name__, msg]
 
 
+def _no_submission_on_path() -> None:
+    """Neither the current folder (the submission) nor anything under it is on sys.path:
+    the student's files are read as data, never imported by name by accident (the
+    sandbox also starts Python with -s and PYTHONSAFEPATH=1)."""
+    sys.path[:] = [
+        p
+        for p in sys.path
+        if p not in ("", ".") and not os.path.abspath(p).startswith("/submission")
+    ]
+
+
 def main() -> int:
+    _no_submission_on_path()
     job = json.loads(sys.stdin.read())
     emit = Events(job.get("events", "/out/events.jsonl"))
     limit = LIMIT[0] = float(job["limit"])
