@@ -9,6 +9,7 @@ SHA-256.
     python tools/zoo.py train soft-scenes     # only the training run, into zoo_runs/
     python tools/zoo.py pack soft-scenes      # only pack zoo_runs/NAME and enter it
     python tools/zoo.py list                  # the recipes
+    python tools/zoo.py table                 # the manifest as bench/RESULTS.md's table
 
 `make weights` runs `build`, `make weights NAME=soft-scenes` builds one. Retrain a model
 only when its code changes: every build adds its weights to git's history.
@@ -192,17 +193,69 @@ def pack(name: str) -> dict:
     return entry
 
 
+TARGETS = {  # issue 58's bar for each model, and the paper's number where it has one
+    "soft-scenes": ("BLEU-4 ≥ 91, correctness ≥ 0.64", "—"),
+    "hard-scenes": ("—", "—"),
+    "adaptive-scenes": ("BLEU-4 ≥ 88, correctness ≥ 0.72", "—"),
+    "butd-scenes": ("BLEU-4 ≥ 87, correctness ≥ 0.72", "—"),
+    "transformer-scenes": ("BLEU-4 ≥ 86", "—"),
+    "ocr-words": ("≥ 90 % of words, no lexicon", "— (real scene text)"),
+    "draw-mnist": ("below draw-mnist-plain", "80.97 (T = 64)"),
+    "draw-mnist-plain": ("above draw-mnist", "87.40 (T = 64)"),
+    "ram-mnist": ("≤ 1.5 %", "1.29 %"),
+}
+
+
+def _metric(e: dict) -> str:
+    m = e["metrics"]
+    if e["kind"] == "captioner":
+        return f"BLEU-4 {m['bleu4']:.2f}, correctness {m['attention_correctness']:.3f}"
+    if e["kind"] == "ocr":
+        return (
+            f"{m['word_accuracy']:.1f} % of words ({m['word_accuracy_lexicon']:.1f} % "
+            f"with the lexicon), CER {m['cer']:.1f} %"
+        )
+    if e["kind"] == "draw":
+        return f"NLL bound {m['test_nll_bound_nats']:.2f} nats"
+    return f"test error {100 * m['test_error']:.2f} %"
+
+
+def table() -> str:
+    "The zoo as a markdown table, from the manifest."
+    from sat_tutorial.runs import zoo_manifest
+
+    rows = [
+        "| model | metric | target | paper | slice (200) | minutes (threads) | bytes | "
+        "command |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    entries = zoo_manifest()
+    for e in entries:
+        target, paper = TARGETS.get(e["name"], ("—", "—"))
+        sl = ", ".join(f"{k} {v}" for k, v in e["slice"].items() if k != "items")
+        rows.append(
+            f"| `{e['name']}` | {_metric(e)} | {target} | {paper} | {sl} | "
+            f"{e['minutes']} ({e['threads']}) | {e['bytes']:,} ({e['dtype']}) | "
+            f"`{e['command']}` |"
+        )
+    total = sum(e["bytes"] for e in entries) / 1e6
+    return "\n".join(rows) + f"\n\n{len(entries)} models, {total:.1f} MB in all."
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("action", choices=["build", "train", "pack", "list"])
+    ap.add_argument("action", choices=["build", "train", "pack", "list", "table"])
     ap.add_argument("names", nargs="*", help="recipes (default: all)")
     args = ap.parse_args(argv)
     names = args.names or list(RECIPES)
     unknown = [n for n in names if n not in RECIPES]
     if unknown:
         ap.error(f"unknown model {', '.join(unknown)}; known: {', '.join(RECIPES)}")
+    if args.action == "table":
+        print(table())
+        return 0
     for n in names:
         if args.action == "list":
             print(f"{n:20} {shlex.join(command(n))}")
