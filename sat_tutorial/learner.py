@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import errno, math, os, signal, threading, time
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import torch
@@ -30,10 +31,13 @@ class Interrupted(KeyboardInterrupt):
 # %% ../nbs/12c_fit.ipynb #5d930348
 class Callback:
     """A feature of the loop: methods named after the events it acts on (each called
-    with the Learner), `order` among the others, and in `state_dict` what resuming it
-    needs (flat checkpoint keys)."""
+    with the Learner), `order` among the others, in `around_loss` a context around the
+    objective, and in `state_dict` what resuming it needs (flat checkpoint keys)."""
 
     order = 50
+
+    def around_loss(self, learn):  # entered before the objective, left even if it fails
+        return nullcontext()
 
     def state_dict(self) -> dict:
         return {}
@@ -85,7 +89,10 @@ class Learner:
         self("before_batch")  # a callback may set `batch` to None: skip it
         if self.batch is None:
             return
-        self.loss, self.stats = self.objective(self, self.batch)
+        with ExitStack() as around:  # the callbacks' contexts, left also after an error
+            for cb in self.cbs:
+                around.enter_context(cb.around_loss(self))
+            self.loss, self.stats = self.objective(self, self.batch)
         self("after_loss")
         self.opt.zero_grad(set_to_none=True)
         self.backward(self.loss)
@@ -95,7 +102,7 @@ class Learner:
         self.stats = {"loss": float(self.loss.detach()), **self.stats}
         self("after_step")
 
-    def backward(self, loss) -> None:  # AMP's loss scaling replaces these two
+    def backward(self, loss) -> None:  # AMP's loss scaling replaces these two for a run
         loss.backward()
 
     def opt_step(self) -> None:
@@ -329,8 +336,10 @@ class EMA(Callback):
 
 # %% ../nbs/12c_fit.ipynb #b913fa7b
 class AMP(Callback):
-    """Autocast around the objective in `dtype`; with float16's `scaler`, the loss
-    scaled and unscaled again before clipping."""
+    """Autocast around the objective in `dtype` (a context, so it ends with the
+    objective even when that fails); with float16's `scaler`, the loss scaled and
+    unscaled again before clipping, through the Learner's `backward` and `opt_step`,
+    replaced until the run ends."""
 
     order = 40
 
@@ -346,19 +355,18 @@ class AMP(Callback):
         self.scaler.step(opt)
         self.scaler.update()
 
-    def before_batch(self, learn) -> None:
-        if learn.batch is not None:
-            self.ctx = torch.autocast(
-                self.device.type, dtype=self.dtype, enabled=self.dtype is not None
-            )
-            self.ctx.__enter__()
-
-    def after_loss(self, learn) -> None:
-        self.ctx.__exit__(None, None, None)
+    def around_loss(self, learn):
+        return torch.autocast(
+            self.device.type, dtype=self.dtype, enabled=self.dtype is not None
+        )
 
     def after_backward(self, learn) -> None:
         if self.scaler is not None:
             self.scaler.unscale_(learn.opt)
+
+    def cleanup_fit(self, learn) -> None:  # also after an error: the Learner's own two
+        vars(learn).pop("backward", None)
+        vars(learn).pop("opt_step", None)
 
     def state_dict(self) -> dict:
         # fp16's loss scale and its growth count: exact resume

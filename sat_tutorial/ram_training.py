@@ -266,6 +266,10 @@ class Means(Callback):
             self.sums[k] = self.sums.get(k, 0.0) + v
         self.n += 1
         if learn.step % self.every == 0 or learn.step == learn.total:
+            self.after_fit(learn)
+
+    def after_fit(self, learn) -> None:
+        if self.n:
             means = {k: v / self.n for k, v in self.sums.items()}
             self.history.append({"step": learn.step, **means})
             self.sums, self.n = {}, 0
@@ -470,11 +474,11 @@ def _resume(learn, ckpt: Path, cfg: RAMConfig, model: RAM, opt, validate, device
         ck = {**ck, "epoch": ck["step"] // per_epoch, "pos": ck["step"] % per_epoch}
     model.load_state_dict(ck["model"])
     opt.load_state_dict(ck["optimizer"])
-    set_rng_state(ck["rng"])
     learn.load_state_dict(ck)
     if ck.get("best"):
         best = load_run(ckpt.parent / "best.pt", "ram", map_location=device)
         validate.weights = best.checkpoint["model"]
+    set_rng_state(ck["rng"])
 
 # %% ../nbs/03b_ram_training.ipynb #34389e98
 def annealed_lr(lr: float, step: int, total: int, share: float = 0.0) -> float:

@@ -102,7 +102,7 @@ CONFIG_RANGES = {
     "scst_temperature": positive_float,
 }
 CONFIG_CHOICES = {
-    "model": tuple(CAPTIONERS),
+    "model": CAPTIONERS.keys(),  # live
     "data": ("scenes", "flickr8k", "flickr30k", "coco"),
     "optimizer": ("adam", "rmsprop"),
     "amp_dtype": ("auto", "bf16", "fp16"),

@@ -2,6 +2,7 @@
 clear errors, `step` replaying `forward`, padding that never matters, the hooks."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -55,6 +56,48 @@ def test_register_refuses_a_second_class_under_a_taken_name():
 
     with pytest.raises(TypeError, match="is not a Captioner"):
         register("x")(torch.nn.Linear)
+
+
+@pytest.fixture
+def mine():
+    "A captioner `@register`ed after every module was imported; unregistered after."
+    from sat_tutorial.captioner import PRESETS, register
+
+    @register("mine", preset=dict(dropout=0.0))
+    class Mine(REGISTERED["soft-paper"]):
+        "Soft attention under a name of the user's own."
+
+    yield Mine
+    del REGISTERED["mine"], PRESETS["mine"]
+
+
+def test_a_captioner_registered_after_import_trains(mine, tmp_path, capsys):
+    """The registry decides when a configuration is checked: `TrainConfig` accepts a
+    model registered after import, `fit` trains it on the scenes, its run file loads
+    back as that class, and `sat-tutorial train --model` offers it."""
+    from sat_tutorial.cli import build_parser
+    from sat_tutorial.core import InputError, load_checkpoint
+    from sat_tutorial.fit import fit
+    from sat_tutorial.training import TrainConfig, load_checkpoint_model, scenes_config
+
+    assert TrainConfig(model="mine").model == "mine"
+    with pytest.raises(
+        InputError, match="model must be one of .*soft, .*mine, not 'nope'"
+    ):
+        TrainConfig(model="nope")
+    sizes = dict(embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8)
+    cfg = scenes_config(
+        model="mine", steps=2, n_train=40, n_val=0, n_test=0, batch_size=8, **sizes
+    )
+    assert cfg.dropout == 0.0  # its preset
+    summary = fit(cfg, tmp_path, progress=False, log=lambda *a: None)
+    assert summary["steps"] == 2 and load_checkpoint(tmp_path / "last.pt")["step"] == 2
+    assert isinstance(load_checkpoint_model(tmp_path / "last.pt").model.captioner, mine)
+    args = build_parser().parse_args(["train", "--model", "mine", "--out", "x"])
+    assert args.model == "mine"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train", "--help"])
+    assert re.search(r"--model \{[^}]*\bsoft,[^}]*,mine\}", capsys.readouterr().out)
 
 
 def small(cls, **kw):

@@ -153,7 +153,10 @@ def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
     cfg, data = tiny(n=80, **kw)
     resumed, m2 = train_ram(cfg, out=tmp_path / "b", resume=True, **data)
     for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
-        assert torch.equal(a, b), k
+        assert torch.equal(a, b), k  # the best weights, from before the interruption
+    last_a, last_b = (load_checkpoint(tmp_path / d / "ram.pt")["model"] for d in "ab")
+    for k in last_a:  # and the last ones, trained after the resume
+        assert torch.equal(last_a[k], last_b[k]), k
     for key in ("step", "history", "evals", "best", "test_error", "val_error"):
         assert m1[key] == m2[key], key
 
@@ -222,3 +225,41 @@ def test_size_flags_have_upper_bounds(tmp_path, capsys, flag, value):
 def test_the_same_bounds_in_the_api(field, value):
     with pytest.raises(InputError, match=field):
         RAMConfig(**{field: value})
+
+
+class StepStats(Callback):
+    "Every step's statistics, as the Learner reports them."
+
+    order = 70
+
+    def __init__(self):
+        self.steps = []
+
+    def after_step(self, learn):
+        self.steps.append(dict(learn.stats))
+
+
+@pytest.mark.parametrize("end", ["time_budget", "early_stop"])
+def test_the_history_keeps_the_last_steps_of_a_run_that_ends_early(tmp_path, end):
+    """A run ended by its time budget (3 steps at a minute a step) or by early stopping,
+    before the history's first 50-step entry: the history (returned and in
+    metrics.json) ends on the last step, with the means of the steps since the entry
+    before."""
+    import json
+
+    stats = StepStats()
+    if end == "time_budget":
+        cfg, data = tiny(steps=1000)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ram_training, "Clock", minute_clock())
+            _, m = train_ram(cfg, out=tmp_path, time_budget=3.0, cbs=[stats], **data)
+        assert m["step"] == 3
+    else:
+        cfg, data = tiny(n=80, epochs=8, val=16, patience=2, anneal=True, lr=3e-2)
+        _, m = train_ram(cfg, out=tmp_path, cbs=[stats], **data)
+        assert m["step"] < 8 * 4  # stopped early (4 steps an epoch)
+    assert len(stats.steps) == m["step"] < 50
+    means = {k: sum(s[k] for s in stats.steps) / m["step"] for k in stats.steps[0]}
+    assert m["history"] == [pytest.approx({"step": m["step"], **means})]
+    written = json.loads((tmp_path / "metrics.json").read_text())
+    assert written["history"] == m["history"]
