@@ -105,3 +105,21 @@ def test_a_name_captions_from_python_and_the_command_line(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert r.text.split()[0] in p.stdout
+
+
+@pytest.mark.skipif("ram-mnist" not in ENTRIES, reason="the zoo has no ram-mnist")
+def test_ram_evaluate_takes_a_name():
+    from sat_tutorial.mnist import have_mnist
+
+    if not have_mnist("test", download=False):
+        pytest.skip("no MNIST files here: ram evaluate would score the stand-in")
+    p = subprocess.run(
+        [str(EXE), "ram", "evaluate", "--checkpoint", "ram-mnist", "--limit", "200"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert p.returncode == 0, p.stderr
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    assert res["n"] == 200
+    assert abs(100 * res["error"] - ENTRIES["ram-mnist"]["slice"]["error_pct"]) <= 0.5
