@@ -101,7 +101,9 @@ def notebooks(names=()) -> list[Path]:
 
 
 STANDIN = "stand-in digits"  # what the package says when it draws MNIST's stand-in
-TEACHES_STANDIN = {"01d_mnist_checks"}  # the notebook that shows the stand-in on purpose
+TEACHES_STANDIN = {
+    "01d_mnist_checks"
+}  # the notebook that shows the stand-in on purpose
 
 
 def on_standin(nb: dict) -> bool:
