@@ -306,11 +306,11 @@ class ImageCaptioner(CaptionPipeline):
 def load_captioner(
     checkpoint, device=None, reads: str | None = None, live: bool = False
 ) -> ImageCaptioner:
-    """An `ImageCaptioner` from a checkpoint written by `train`, or from a list of
-    them (an ensemble, notebook 08). `device`: None or 'auto' for a GPU where there
-    is one; `reads`: hard attention's test-time reading (argmax, marginal, expected),
-    by the model's `set_reads` hook; `live`: a run with --ema decoded with its last
-    training weights."""
+    """An `ImageCaptioner` from a checkpoint written by `train` or a zoo model's name
+    (notebook 16), or from a list of them (an ensemble, notebook 08). `device`: None
+    or 'auto' for a GPU where there is one; `reads`: hard attention's test-time
+    reading (argmax, marginal, expected), by the model's `set_reads` hook; `live`: a
+    run with --ema decoded with its last training weights."""
     from dataclasses import replace
     from sat_tutorial.encoders import build_encoder
     from sat_tutorial.training import load_ensemble

@@ -85,7 +85,8 @@ def add_evaluate(sub) -> None:
         required=True,
         nargs="+",
         action="extend",
-        help="a checkpoint written by `train`; several "
+        help="a checkpoint written by `train` or a zoo model's name (`sat-tutorial "
+        "pretrained`); several "
         "(--checkpoint A B, or the flag repeated): decoded as one ensemble, "
         "each word's distribution the mean of theirs (they must read the "
         "same annotations: the same stored "
@@ -188,7 +189,8 @@ def add_caption(sub) -> None:
         "--checkpoint",
         required=True,
         action="append",
-        help="a checkpoint written by `train`; repeat the flag "
+        help="a checkpoint written by `train` or a zoo model's name (`sat-tutorial "
+        "pretrained`); repeat the flag "
         "(--checkpoint A --checkpoint B) to decode several as one ensemble, "
         "as in `evaluate` (the attention shown is "
         "then the members' mean α)",
