@@ -145,3 +145,16 @@ def bad_out(tmp_path, monkeypatch, where: str, run_file: str):
         )
     why = {"read_only": "is read-only", "a_run": "--overwrite"}.get(where, "is a file")
     return out, run / run_file, why
+
+
+QUIET = dict(progress=False, log=lambda *a: None)  # fit() without a bar or a log
+
+
+def tiny_config(**kw):
+    "A scenes configuration small enough for a test: 6 steps of an 8-wide captioner."
+    from sat_tutorial.training import scenes_config
+
+    base = dict(steps=6, n_train=60, n_val=0, n_test=0, batch_size=16, val_every=0)
+    base.update(ckpt_every=0, seed=2, dropout=0.2, warmup=2)
+    base.update(embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8)
+    return scenes_config(**{**base, **kw})

@@ -128,25 +128,8 @@ def test_a_captioner_trains_in_bf16_through_the_amp_callback(tmp_path, monkeypat
     import sat_tutorial.fit as fit_module
     import sat_tutorial.optimization as optimization
     from sat_tutorial.core import load_checkpoint
-    from sat_tutorial.training import scenes_config
-
-    def tiny(**kw):  # as test_training's
-        sizes = dict(embed_dim=8, hidden_dim=8, attention_dim=8, feature_dim=8)
-        return scenes_config(
-            n_train=60,
-            n_val=0,
-            n_test=0,
-            batch_size=16,
-            val_every=0,
-            ckpt_every=0,
-            seed=2,
-            dropout=0.2,
-            warmup=2,
-            **sizes,
-            **kw,
-        )
-
-    QUIET = dict(progress=False, log=lambda *a: None)
+    from fakes import QUIET
+    from fakes import tiny_config as tiny
 
     monkeypatch.setattr(optimization, "cpu_has_fast_bf16", lambda: True)
     real, seen = fit_module.caption_loss, []

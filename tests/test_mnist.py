@@ -226,18 +226,7 @@ def test_fetch_keeps_only_files_with_the_published_md5(tmp_path, monkeypatch, ca
 def test_fetched_mnist_is_read(tmp_path, monkeypatch):
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
     monkeypatch.delenv("SAT_TUTORIAL_OFFLINE", raising=False)
-    X, Y = fake_digits(20)
-    head = lambda *shape: (
-        bytes([0, 0, 8, len(shape)]) + np.array(shape, ">u4").tobytes()
-    )
-    files = {
-        "t10k-images-idx3-ubyte.gz": gzip.compress(head(20, 28, 28) + X.tobytes()),
-        "t10k-labels-idx1-ubyte.gz": gzip.compress(
-            head(20) + Y.astype(np.uint8).tobytes()
-        ),
-    }
-    md5 = dict(mnist.MD5, **{k: hashlib.md5(v).hexdigest() for k, v in files.items()})
-    monkeypatch.setattr(mnist, "MD5", md5)
+    files, X, Y = _fake_test_split(monkeypatch)
     calls = _serve(monkeypatch, files)
     got, labels = load_mnist("test")
     assert np.array_equal(got, X) and np.array_equal(labels, Y)
@@ -570,12 +559,12 @@ def _fake_test_split(monkeypatch):
     }
     md5 = dict(mnist.MD5, **{k: hashlib.md5(v).hexdigest() for k, v in files.items()})
     monkeypatch.setattr(mnist, "MD5", md5)
-    return files, X
+    return files, X, Y
 
 
 def test_download_true_fetches_even_offline(tmp_path, monkeypatch, capsys):
     data_with(tmp_path, monkeypatch)  # SAT_TUTORIAL_OFFLINE=1
-    files, X = _fake_test_split(monkeypatch)
+    files, X, _ = _fake_test_split(monkeypatch)
     calls = _serve(monkeypatch, files)
     assert load_mnist("test")[0].shape == (STANDIN_SIZES["test"], 28, 28)  # offline
     assert calls == []

@@ -17,31 +17,8 @@ from sat_tutorial.training import (
     transform_for,
 )
 
-QUIET = dict(progress=False, log=lambda *a: None)
-
-
-def tiny(**kw):
-    return scenes_config(
-        **{
-            **dict(
-                steps=6,
-                n_train=60,
-                n_val=0,
-                n_test=0,
-                batch_size=16,
-                val_every=0,
-                ckpt_every=0,
-                seed=2,
-                embed_dim=8,
-                hidden_dim=8,
-                attention_dim=8,
-                feature_dim=8,
-                dropout=0.2,
-                warmup=2,
-            ),
-            **kw,
-        }
-    )
+from fakes import QUIET
+from fakes import tiny_config as tiny
 
 
 @pytest.mark.parametrize(
