@@ -326,9 +326,11 @@ def split_inputs(cfg, split: str):
     recs = load_records(cfg)
     if not cfg.features:
         return recs[split], transform_for(cfg), None
-    stores = open_features(cfg, {split: recs[split]} if recs[split] else {}, None)
+    # open_features drops, counted, the images that have no features
+    want = {split: recs[split]} if recs[split] else {}
+    stores = open_features(cfg, want, None)
     return (
-        (recs[split], None, stores[split].load_record)
+        (want[split], None, stores[split].load_record)
         if split in stores
         else ([], None, None)
     )

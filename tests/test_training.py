@@ -455,6 +455,17 @@ def test_evaluate_command_on_a_features_checkpoint(tmp_path):
     assert json.loads((tmp_path / "m.json").read_text())["metrics"]["n_images"] == 4
 
 
+def test_evaluate_skips_test_images_without_features_counted(tmp_path):
+    "a test image the feature file lacks is skipped with a warning, as in training"
+    cfg = features_cfg(tmp_path, max_missing=0.3)
+    fit(cfg, tmp_path / "run", **QUIET)
+    fake_features(Path(cfg.features), [f"{i:03d}.jpg" for i in range(39)])  # no 039
+    argv = ["evaluate", "--checkpoint", str(tmp_path / "run" / "best.pt")]
+    with pytest.warns(UserWarning, match=r"1 of 4 test images have no features"):
+        assert main([*argv, "--json", str(tmp_path / "m.json"), "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "m.json").read_text())["metrics"]["n_images"] == 3
+
+
 @pytest.mark.parametrize(
     "change,message",
     [
