@@ -14,10 +14,10 @@ import torch
 
 # %% auto #0
 __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'budget_minutes',
-           'dropout_float', 'TEMP_SUFFIX', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
+           'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
            'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state',
            'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
-           'load_checkpoint']
+           'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -377,3 +377,44 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
             f"checkpoint {path} could not be loaded (truncated, corrupt, or not a torch"
             f" checkpoint): {e}"
         ) from e
+
+# %% ../nbs/00_core.ipynb #3a6c0667
+import hashlib, importlib, json
+
+ZOO_DIR = Path(importlib.import_module("sat_tutorial").__file__).parent / "zoo"
+
+
+def zoo_manifest(zoo=None) -> list[dict]:
+    "The entries of the zoo's `manifest.json` (none when the folder has no manifest)."
+    path = Path(zoo or ZOO_DIR) / "manifest.json"
+    return json.loads(path.read_text())["models"] if path.is_file() else []
+
+
+def sha256_file(path) -> str:
+    "The SHA-256 of a file, read in 1 MB blocks."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def zoo_file(name: str, zoo=None) -> Path:
+    """The weights file of the zoo model `name`, its SHA-256 checked against the
+    manifest: an unknown name, a missing file or another hash is one line."""
+    entries = {e["name"]: e for e in zoo_manifest(zoo)}
+    if name not in entries:
+        known = ", ".join(entries) or "none"
+        raise InputError(f"no zoo model {name!r} (the zoo holds: {known})")
+    e = entries[name]
+    path = Path(zoo or ZOO_DIR) / e["file"]
+    if not path.is_file():
+        raise InputError(f"zoo model {name}: {path} is missing; reinstall sat_tutorial")
+    got = sha256_file(path)
+    if got != e["sha256"]:
+        raise InputError(
+            f"zoo model {name}: {path} has SHA-256 {got[:16]}…, its manifest says "
+            f"{e['sha256'][:16]}…: the file was damaged or replaced; reinstall "
+            "sat_tutorial"
+        )
+    return path

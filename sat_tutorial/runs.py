@@ -5,7 +5,7 @@
 # %% ../nbs/12f_runs.ipynb #adf37b66
 from __future__ import annotations
 
-import argparse, importlib, re
+import argparse, importlib, json, re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,13 +19,17 @@ from sat_tutorial.core import (
     get_device,
     load_checkpoint,
     budget_minutes,
+    ZOO_DIR,
+    sha256_file,
+    zoo_file,
+    zoo_manifest,
 )
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'ZOO_DIR', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
-           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'zoo_manifest',
-           'sha256_file', 'zoo_file', 'run_path', 'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
+           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'run_path', 'RunRecord',
+           'load_run', 'add_run_flags', 'check_run_flags']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -121,47 +125,6 @@ def save_run(path, kind: str, model, config: dict, **state) -> Path:
     return write_checkpoint({**state, **run}, path)
 
 # %% ../nbs/12f_runs.ipynb #da94eb6c
-import hashlib, json
-
-ZOO_DIR = Path(importlib.import_module("sat_tutorial").__file__).parent / "zoo"
-
-
-def zoo_manifest(zoo=None) -> list[dict]:
-    "The entries of the zoo's `manifest.json` (none when the folder has no manifest)."
-    path = Path(zoo or ZOO_DIR) / "manifest.json"
-    return json.loads(path.read_text())["models"] if path.is_file() else []
-
-
-def sha256_file(path) -> str:
-    "The SHA-256 of a file, read in 1 MB blocks."
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
-def zoo_file(name: str, zoo=None) -> Path:
-    """The weights file of the zoo model `name`, its SHA-256 checked against the
-    manifest: an unknown name, a missing file or another hash is one line."""
-    entries = {e["name"]: e for e in zoo_manifest(zoo)}
-    if name not in entries:
-        known = ", ".join(entries) or "none"
-        raise InputError(f"no zoo model {name!r} (the zoo holds: {known})")
-    e = entries[name]
-    path = Path(zoo or ZOO_DIR) / e["file"]
-    if not path.is_file():
-        raise InputError(f"zoo model {name}: {path} is missing; reinstall sat_tutorial")
-    got = sha256_file(path)
-    if got != e["sha256"]:
-        raise InputError(
-            f"zoo model {name}: {path} has SHA-256 {got[:16]}…, its manifest says "
-            f"{e['sha256'][:16]}…: the file was damaged or replaced; reinstall "
-            "sat_tutorial"
-        )
-    return path
-
-
 def run_path(path, zoo=None) -> Path:
     """The file a run is read from: `path` itself when it exists, else the zoo's file
     when `path` is a zoo model's name (checked by `zoo_file`), else `path`."""
