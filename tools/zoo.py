@@ -142,7 +142,7 @@ RECIPES = {
             f"train --data flickr8k --features {FLICKR8K_FEATURES} "
             "--encoder efficientnet-lite0 --encoder-weights DEFAULT --grid 7 "
             "--batch-size 64 --warmup 200 --epochs 1000 --patience 6 "
-            "--time-budget 42 --evaluate --seed 0"
+            "--length-pool 50 --time-budget 50 --evaluate --seed 0"
         ).split()
         + ["--model-kwargs", '{"alpha_c": 1.0}'],
         "best.pt",
