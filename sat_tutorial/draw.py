@@ -230,10 +230,10 @@ class DRAW(nn.Module):
         for t in range(self.T):
             x_hat = x - torch.sigmoid(c)  # eq. 3, the error image
             r, p_read = self.read(x, x_hat, h_dec)  # eq. 4 (27 or 17)
-            h_enc, s_enc = self.enc(torch.cat([r, h_dec], 1), (h_enc, s_enc))  # 3
-            mu, log_sigma = self.Q(h_enc).chunk(2, dim=-1)  # (bs, Z) each
+            h_enc, s_enc = self.enc(torch.cat([r, h_dec], 1), (h_enc, s_enc))  # eq. 5
+            mu, log_sigma = self.Q(h_enc).chunk(2, dim=-1)  # eqs. 1-2, (bs, Z) each
             z = mu + log_sigma.exp() * torch.randn_like(mu)  # eq. 6, reparameterised
-            h_dec, s_dec = self.dec(z, (h_dec, s_dec))
+            h_dec, s_dec = self.dec(z, (h_dec, s_dec))  # eq. 7
             dc, p_write = self.write(h_dec)  # eq. 29 or 18
             c = c + dc  # eq. 8, (bs, B, A)
             mus.append(mu)
