@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import secrets
 import sys
 import warnings
 from pathlib import Path
@@ -112,11 +113,15 @@ def grade(
     jobs: int = 1,
     log=print,
     csv_path: Path | None = None,
+    seed: int | None = None,
 ) -> list[dict]:
     """Grade every submission (or those of `students`) of each assignment in a sandbox,
     `jobs` at a time; one row per student and assignment: score, max_score, per-part
     points and a readable line for each part that lost points (or why nothing was
-    graded). Each submission is graded in its own try/except (whatever it did, it gets
+    graded). Every probe's inputs derive from `seed`, drawn afresh for each call
+    (`secrets.randbits(32)`) unless given, and logged (`log`, the instructor's console:
+    never in feedback or grades.csv); the solution's outputs are computed with the same
+    seed in the same call. Each submission is graded in its own try/except (whatever it did, it gets
     a row: 0 for its parts and one line) and, as soon as it is graded, its feedback is
     written and its row merged into `csv_path` (atomically)."""
     import threading
@@ -125,6 +130,8 @@ def grade(
     import grading
 
     names = names or assignments(root)
+    seed = secrets.randbits(32) if seed is None else int(seed)
+    log(f"grading seed {seed} (course.py grade --seed {seed} grades the same inputs)")
     sub_root = root / "submitted"
     for extra in sorted(sub_root.glob("*/*")):
         if extra.is_dir() and extra.name not in assignments(root):
@@ -150,12 +157,13 @@ def grade(
 
     def reference(name):
         "The solution's probe outputs, computed once, when a submission needs them."
-        with locks[name]:
+        with locks[name]:  # computed with this call's seed: never kept across calls
             if name not in wants:
                 source, checks, _ = specs[name]
                 sol = {"cells": grading.solution_cells(source)}
                 cells, _ = grading.assemble(source, sol)
-                want = grading.run(cells, checks, limit, reference=True)["parts"]
+                want = grading.run(cells, checks, limit, reference=True, seed=seed)
+                want = want["parts"]
                 bad = {p: r["error"] for p, r in want.items() if "error" in r}
                 if bad and not all(checks["parts"][p]["alone"] for p in bad):
                     raise SolutionFails(f"{name}: the solution fails its checks: {bad}")
@@ -181,9 +189,9 @@ def grade(
             row["problems"].append(problem)
             return row
         cells, missing = grading.assemble(source, nb)
-        got = grading.run(cells, checks, limit, files=sub)
+        got = grading.run(cells, checks, limit, files=sub, seed=seed)
         if any(c["alone"] for c in checks["parts"].values()):
-            alone = grading.run([], checks, limit, files=sub, alone=True)
+            alone = grading.run([], checks, limit, files=sub, alone=True, seed=seed)
             got["parts"].update(alone["parts"])
         scores = grading.score_parts(checks, points, got["parts"], reference(name))
         for part in sorted(scores):
@@ -317,6 +325,13 @@ def main(argv=None) -> int:
         default=1,
         help="submissions graded at once, each in its own sandbox (default: 1)",
     )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the seed every check's inputs derive from (default: a fresh one, printed "
+        "at the start; give a printed one to grade the same inputs again)",
+    )
     args = p.parse_args(argv)
     unknown = [
         n for n in args.names if not (HERE / "source" / n / f"{n}.ipynb").exists()
@@ -370,6 +385,7 @@ def main(argv=None) -> int:
         args.timeout,
         args.jobs,
         csv_path=csv_path,
+        seed=args.seed,
     )
     total = write_csv([], csv_path)  # the rows are in already: count them
     for r in rows:

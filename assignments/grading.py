@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -358,9 +359,12 @@ def run(
     files: Path | None = None,
     reference: bool = False,
     alone: bool = False,
+    seed: int | None = None,
 ) -> dict:
     """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
-    ended the process or outlived the limit. Returns {"cells": {i: record},
+    ended the process or outlived the limit. Every probe's inputs derive from `seed`
+    (the grading run's: a submission and the solution it is compared with must get the
+    same; None draws a fresh one). Returns {"cells": {i: record},
     "parts": {part: {"result": …} or {"error": [name, message]}}}. Raises Tampered when
     the sandbox replaced its events file by something that is not a file."""
     parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
@@ -385,6 +389,7 @@ def run(
         "forbid": [] if reference else checks.get("forbid", []),
         "limit": limit,
         "reference": reference,
+        "seed": secrets.randbits(32) if seed is None else int(seed),
     }
     n_items = len(cells) + len(parts) + 2
     for _attempt in range(n_items):

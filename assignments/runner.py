@@ -1,7 +1,7 @@
 """Runs one submission inside the sandbox (assignments/sandbox.py); never imported by
 the grader. It reads its job (JSON) from stdin: the notebook's code cells in order, the
-probe of each graded part, where each probe runs, and which package functions the
-student may not call. It executes the cells in one namespace, runs each part's probe
+probe of each graded part, where each probe runs, the grading run's seed (every probe's
+inputs derive from it) and which package functions the student may not call. It executes the cells in one namespace, runs each part's probe
 right after that part's test cell, and appends one JSON line per event to
 /out/events.jsonl: a cell starts, a cell ends (its output, its error), a part's probe
 returns (its outputs by value: tensors as dtype, shape and numbers) or raises.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import hashlib
 import importlib
 import io
 import json
@@ -151,6 +152,26 @@ class Events:
 LIMIT = [0.0]
 
 
+def mix(seed: int, key) -> int:
+    """A seed in [0, 2³¹) derived from the grading run's seed and `key` (a probe's own
+    number, or its part's name): every probe input follows from the seed the grader
+    draws when it starts, so answers computed ahead for other inputs fail."""
+    digest = hashlib.sha256(f"{int(seed)}:{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def seeding(seed: int):
+    """The probes' `seed_everything(n)` (seeds every generator from the grading seed
+    and n, not from n alone) and `fresh_seed(n)` (such a seed, for a function that
+    takes one: A7's scenes)."""
+    from sat_tutorial.core import seed_everything
+
+    def seeded(n=0) -> int:
+        return seed_everything(mix(seed, n))
+
+    return seeded, functools.partial(mix, seed)
+
+
 def need(ns: dict, name: str):
     "The student's function `name`, or a NameError that says it is not defined."
     if not callable(ns.get(name)):
@@ -186,9 +207,8 @@ def main() -> int:
     limit = LIMIT[0] = float(job["limit"])
     import torch  # before the student's code, so that the probes use this torch
 
-    from sat_tutorial.core import seed_everything
-
     torch.set_num_threads(1)
+    seed_everything, fresh_seed = seeding(int(job["seed"]))
     forbid(job.get("forbid", []))
     signal.signal(signal.SIGALRM, _timeout)
     main_mod = types.ModuleType("__main__")
@@ -217,6 +237,7 @@ def main() -> int:
             "torch": torch,
             "math": math,
             "seed_everything": seed_everything,
+            "fresh_seed": fresh_seed,
             "need": need,
         }
         out = Capped()
@@ -224,6 +245,7 @@ def main() -> int:
         try:
 
             def run():
+                seed_everything(f"part {part}")  # a probe that does not seed itself
                 _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
                 fn = g["expect"] if job.get("reference") and "expect" in g else None
                 result = (fn or g["probe"])(ns)

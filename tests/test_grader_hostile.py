@@ -308,7 +308,9 @@ def test_a_grader_failure_costs_only_its_own_submission(tmp_path, monkeypatch):
         w.writerow({**kept, "parts": "a1_attend_test=3", "feedback": "kept"})
     seen_before_bob = {}
 
-    def fake_run(cells, checks, limit, files=None, reference=False, alone=False):
+    def fake_run(
+        cells, checks, limit, files=None, reference=False, alone=False, seed=None
+    ):
         if files is not None and files.parent.name == "bob":
             seen_before_bob.update(_read_csv(csv_path))
             raise RuntimeError("boom\nwith a second line")
@@ -344,7 +346,9 @@ def test_the_solution_failing_its_checks_still_stops_grading(tmp_path, monkeypat
     "The instructor's problem is not turned into a student's 0."
     root = _mini_course(tmp_path, {"alice": _solution_nb()})
 
-    def fake_run(cells, checks, limit, files=None, reference=False, alone=False):
+    def fake_run(
+        cells, checks, limit, files=None, reference=False, alone=False, seed=None
+    ):
         return {"cells": {}, "parts": {p: {"error": ["E", "x"]} for p in PARTS}}
 
     monkeypatch.setattr(grading, "run", fake_run)

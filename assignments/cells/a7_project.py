@@ -150,22 +150,29 @@ def probe(ns):
     from pathlib import Path
 
     run_summary = need(ns, "run_summary")
+    seed_everything(71)
+    n = torch.randint(100, 2000, (4,)).tolist()
+    u = torch.rand(6).tolist()
     with tempfile.TemporaryDirectory() as tmp:
         fake = Path(tmp)
         files = {
             "config.json": {
-                "model": "soft",
+                "model": ["soft", "hard", "butd"][n[0] % 3],
                 "data": "scenes",
-                "n_test": 1000,
-                "n_val": 200,
+                "n_test": n[1],
+                "n_val": n[2],
                 "steps": 0,
             },
-            "train_summary.json": {"steps": 812, "minutes": 9.5, "best": 401.2},
+            "train_summary.json": {
+                "steps": n[3],
+                "minutes": round(1 + 9 * u[0], 2),
+                "best": round(500 * u[1], 1),
+            },
             "test_metrics.json": {
-                "bleu1": 95.0,
-                "bleu4": 88.5,
-                "cider": 510.0,
-                "attention_correctness": 0.61,
+                "bleu1": round(100 * u[2], 2),
+                "bleu4": round(100 * u[3], 2),
+                "cider": round(600 * u[4], 1),
+                "attention_correctness": round(u[5], 3),
             },
         }
         for name, content in files.items():
@@ -221,7 +228,8 @@ assert 0 < (_cfg.get("time_budget") or 0) <= MAX_MINUTES, (
 )
 
 # %% check id=a7_rules_test alone
-N_SCENES, SEED = 200, 9_001  # fresh scenes, drawn from a seed no split uses
+N_SCENES = 200
+SEED = fresh_seed(9_001) * 10 + 3  # fresh scenes: no split's seed ends in 3
 
 
 def evaluate_run():

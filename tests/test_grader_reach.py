@@ -1,0 +1,257 @@
+"""The course kit's checks out of the student's reach (issue 61, part 2).
+
+Each attack is a hostile A1 submission graded by `course.grade` next to the solution
+(full marks) and the untouched release (0):
+
+- answers computed ahead: a table of what the solution's functions return on the
+  probes' calls, built offline from the probes' source, scores 10/10 when the grader
+  uses the seed the table was built for (the control) and 0 with the seed the grader
+  draws when it starts.
+
+The graded runs need bubblewrap (they skip, saying why, without it); one grading run of
+A1 takes about a minute on 2 busy cores (a sandbox per submission imports torch)."""
+
+import builtins
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT = ROOT / "assignments"
+sys.path.insert(0, str(KIT))
+import course as course_py  # noqa: E402
+import grading  # noqa: E402
+import runner  # noqa: E402
+import sandbox  # noqa: E402
+
+A1 = "a1_soft_attention"
+PARTS = ("a1_attend_test", "a1_beta_test", "a1_init_test", "a1_penalty_test")
+FUNCS = {  # the solution cell of each function the probes call, and its tensors
+    "attend": ("a1_attend", "att, feats, h", "feats, h"),
+    "gated_context": ("a1_beta", "f_beta, h, z", "h, z"),
+    "init_lstm_state": ("a1_init", "init_h, init_c, feats", "feats,"),
+    "penalty": ("a1_penalty", "alpha, mask", "alpha, mask"),
+}
+TIMEOUT = 30  # seconds per cell (the kit's default is 120)
+NO_SANDBOX = sandbox.problem()
+needs_sandbox = pytest.mark.skipif(
+    NO_SANDBOX is not None, reason=f"grading needs a sandbox: {NO_SANDBOX}"
+)
+
+
+def _source_cells() -> list[dict]:
+    nb = json.loads((KIT / "source" / A1 / f"{A1}.ipynb").read_text(encoding="utf-8"))
+    return nb["cells"]
+
+
+def _checks() -> dict:
+    return json.loads((KIT / "source" / A1 / "checks.json").read_text())
+
+
+def _notebook(sources: dict | None = None, blank: bool = False) -> dict:
+    """The instructor's A1 notebook as a submission: the solution, the untouched
+    release (`blank`: every solution cell raises NotImplementedError, as nbgrader
+    leaves it) or the solution with the cells of `sources` replaced."""
+    nb = {"cells": grading.solution_cells(_source_cells()), "nbformat": 4}
+    nb["metadata"], nb["nbformat_minor"] = {}, 5
+    for c in nb["cells"]:
+        gid = grading._gid(c)
+        if blank and grading._meta(c).get("solution"):
+            c["source"] = "# YOUR CODE HERE\nraise NotImplementedError()\n"
+        elif sources and gid in sources:
+            c["source"] = sources[gid]
+    return nb
+
+
+def _key(name: str, tensors) -> str:
+    return name + ":" + ";".join(str(tuple(t.shape)) for t in tensors)
+
+
+def _plain(x):
+    if isinstance(x, torch.Tensor):
+        return {"dtype": str(x.dtype).replace("torch.", ""), "data": x.tolist()}
+    return {"tuple": [_plain(v) for v in x]}
+
+
+def answer_table(seed: int | None) -> dict:
+    """{function:shapes#call: output}: what the solution's functions return on every
+    call A1's probes make, computed in this process from the probes' source (what
+    the attack of issue 61 rebuilt from feedback) with the runner's seeding for `seed`,
+    or, for None, with the fixed seeds the probes name (the grader before part 2)."""
+    from sat_tutorial.core import seed_everything
+
+    ns = {"__name__": "solution"}
+    for c in grading.solution_cells(_source_cells()):
+        if c["cell_type"] == "code" and not grading._meta(c).get("grade"):
+            exec(compile(c["source"], "<solution>", "exec"), ns)
+    table, counts = {}, {}
+
+    def recording(name):
+        def call(*args, **kwargs):
+            out = ns[name](*args, **kwargs)
+            key = _key(name, [a for a in args if isinstance(a, torch.Tensor)])
+            k = counts[key] = counts.get(key, -1) + 1
+            table[f"{key}#{k}"] = _plain(out)
+            return out
+
+        return call
+
+    calls = {name: recording(name) for name in FUNCS}
+    if seed is None:
+        seeded, fresh = seed_everything, lambda n: n
+    else:
+        seeded, fresh = runner.seeding(seed)
+    for part, spec in _checks()["parts"].items():
+        g = {"__builtins__": builtins, "torch": torch, "math": math, "shared": {}}
+        g |= {"seed_everything": seeded, "fresh_seed": fresh, "need": runner.need}
+        if seed is not None:
+            seeded(f"part {part}")  # as the runner does before each probe
+        exec(compile(spec["code"], f"<check {part}>", "exec"), g)
+        g["probe"](calls)
+    return table
+
+
+TABLE_CELL = '''import json
+import torch
+
+TABLE = json.loads(r"""{table}""")
+CALLS = {{}}
+
+
+def _answer(name, tensors):
+    key = name + ":" + ";".join(str(tuple(t.shape)) for t in tensors)
+    k = CALLS[key] = CALLS.get(key, -1) + 1
+    return _build(TABLE.get(f"{{key}}#{{k}}"))
+
+
+def _build(x):
+    if x is None:
+        return None  # not a call the table knows: the visible tests fail
+    if "tuple" in x:
+        return tuple(_build(v) for v in x["tuple"])
+    return torch.tensor(x["data"], dtype=getattr(torch, x["dtype"]))
+'''
+
+
+def table_cheat(table: dict) -> dict:
+    "A1's solution cells as a student who answers from `table` writes them."
+    cells = {}
+    for name, (gid, params, tensors) in FUNCS.items():
+        body = f"def {name}({params}):\n    return _answer({name!r}, ({tensors}))\n"
+        cells[gid] = body
+    first = FUNCS["attend"][0]
+    cells[first] = TABLE_CELL.format(table=json.dumps(table)) + "\n\n" + cells[first]
+    return cells
+
+
+def _course(tmp: Path, students: dict) -> Path:
+    root = tmp / "course"
+    root.mkdir(parents=True)
+    (root / "source").mkdir()
+    (root / "source" / A1).mkdir()
+    for f in (f"{A1}.ipynb", "checks.json"):
+        (root / "source" / A1 / f).write_bytes((KIT / "source" / A1 / f).read_bytes())
+    for student, nb in students.items():
+        dest = root / "submitted" / student / A1
+        dest.mkdir(parents=True)
+        (dest / f"{A1}.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    return root
+
+
+def _grade(root: Path, seed=None) -> dict:
+    "course.grade over `root` (A1): {'rows': {student: row}, 'log': lines, ...}."
+    lines = []
+    csv_path = root / "grades.csv"
+    rows = course_py.grade(
+        root, [A1], limit=TIMEOUT, log=lines.append, csv_path=csv_path, seed=seed
+    )
+    feedback = {
+        p.parent.name: p.read_text(encoding="utf-8")
+        for p in (root / "feedback").glob(f"*/{A1}.txt")
+    }
+    return {
+        "rows": {r["student"]: r for r in rows},
+        "log": lines,
+        "csv": csv_path.read_text(encoding="utf-8"),
+        "feedback": feedback,
+    }
+
+
+def test_probe_inputs_follow_the_grading_seed():
+    "Two seeds, two sets of probe inputs (and answers); one seed, the same ones."
+    assert runner.mix(1, 11) != runner.mix(2, 11) != runner.mix(2, 12)
+    assert 0 <= runner.mix(2**32 - 1, "part x") < 2**31
+    one, again, other = answer_table(7), answer_table(7), answer_table(8)
+    assert one.keys() == other.keys() and len(one) == 7, sorted(one)
+    assert one == again
+    assert all(one[k] != other[k] for k in one), "an answer that ignores the seed"
+
+
+CONTROL_SEED = 123_456_789
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Two grading runs of A1: the control (the seed the second table was built for)
+    and an ordinary one (a seed the grader draws), each with its own submissions."""
+    old, known = answer_table(None), answer_table(CONTROL_SEED)
+    control = _course(
+        tmp_path_factory.mktemp("control"),
+        {"table-known-seed": _notebook(table_cheat(known))},
+    )
+    usual = _course(
+        tmp_path_factory.mktemp("usual"),
+        {
+            "blank": _notebook(blank=True),
+            "solution": _notebook(),
+            "table-fixed-seeds": _notebook(table_cheat(old)),
+            "table-known-seed": _notebook(table_cheat(known)),
+        },
+    )
+    return {"control": _grade(control, CONTROL_SEED), "usual": _grade(usual)}
+
+
+@needs_sandbox
+def test_a_table_for_the_seed_in_use_would_score_full_marks(graded):
+    "The control: the table attack works when the grader's seed is known."
+    row = graded["control"]["rows"]["table-known-seed"]
+    assert row["score"] == 10, row["problems"]
+    assert f"grading seed {CONTROL_SEED}" in graded["control"]["log"][0]
+
+
+@needs_sandbox
+@pytest.mark.parametrize(
+    "student, score",
+    [
+        ("solution", 10),
+        ("blank", 0),
+        ("table-fixed-seeds", 0),  # the attack of issue 61: the probes' own seeds
+        ("table-known-seed", 0),  # a table for another grading run's seed
+    ],
+)
+def test_answers_computed_ahead_score_nothing(graded, student, score):
+    row = graded["usual"]["rows"][student]
+    assert row["score"] == score, row["problems"]
+    if student.startswith("table"):  # and the visible tests caught it
+        assert row.get("tests"), row
+
+
+@needs_sandbox
+def test_the_grading_seed_is_logged_and_never_shown_to_students(graded):
+    run = graded["usual"]
+    first = run["log"][0]
+    assert first.startswith("grading seed "), run["log"]
+    seed = first.split()[2]
+    assert int(seed) != CONTROL_SEED
+    for text in [run["csv"], *run["feedback"].values()]:
+        assert seed not in text
+    assert set(run["feedback"]) == {
+        "blank",
+        "solution",
+        "table-fixed-seeds",
+        "table-known-seed",
+    }
