@@ -250,8 +250,11 @@ class SolutionFails(RuntimeError):
 
 
 def _line(e: BaseException, n: int = 200) -> str:
+    """A grader error's message on one line (its lines joined), printable characters
+    only, at most n of them."""
     try:
-        return " ".join(str(e).split())[:n]
+        text = "".join(ch if ch.isprintable() else " " for ch in str(e))
+        return " ".join(text.split())[:n]
     except Exception:
         return ""
 

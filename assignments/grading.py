@@ -295,18 +295,36 @@ def _events(path: Path, offset: int, n_cells: int = 0, parts=()) -> tuple[list, 
     return out, offset + end
 
 
-def _clean(s, n: int) -> str:
-    "A string of the sandbox's, on one line and at most n characters."
-    return " ".join(s.split())[:n] if isinstance(s, str) else ""
+SHORT = 120  # characters of a student's exception message that feedback may carry
+NAME = 60  # characters of an exception's class name
+
+
+def first_line(s, n: int = SHORT) -> str:
+    """The first line of a string the sandbox wrote (the student controls it): printable
+    characters only (control, format and bidi characters become spaces), spaces
+    collapsed, at most n characters. All that feedback keeps of a student's text."""
+    lines = s.splitlines() if isinstance(s, str) else []
+    line = "".join(ch if ch.isprintable() else " " for ch in (lines or [""])[0])
+    return " ".join(line.split())[:n]
+
+
+def _name(s) -> str:
+    "An exception's class name from the sandbox: letters, digits, _ and . only."
+    s = s if isinstance(s, str) else ""
+    return "".join(
+        ch for ch in s[:NAME] if ch.isascii() and (ch.isalnum() or ch in "_.")
+    )
 
 
 def _error_pair(err):
-    "An event's [name, message], cleaned; None when it is not a pair of strings."
+    """An event's [name, message], sanitised (the name an identifier, the message the
+    first line, printable, at most SHORT characters); None when it is not a pair of
+    strings."""
     if not (isinstance(err, list) and len(err) == 2):
         return None
     if not all(isinstance(x, str) for x in err):
         return None
-    return [_clean(err[0], 80) or "Error", _clean(err[1], 300)]
+    return [_name(err[0]) or "Error", first_line(err[1])]
 
 
 def _index(x, n: int):
@@ -526,6 +544,12 @@ def _attempt_run(job, work, out, limit, n_items):
     pending = [s for s in started if s not in finished]
     why = state["killed"] or _death(proc.returncode, err_path)
     if not pending:
+        if log:  # the student's code may have run, and written the stderr: not shown
+            return (
+                ("startup", None),
+                (f"the sandbox ended between two steps (exit code {proc.returncode})"),
+                log,
+            )
         return ("startup", None), _startup_problem(proc.returncode, err_path), log
     return pending[-1], why, log
 
@@ -595,9 +619,10 @@ def _death(code: int, err_path: Path) -> str:
 
 
 def _startup_problem(code, err_path: Path) -> str:
+    "Why the sandbox did not start (before any of the student's code ran)."
     tail = _tail(err_path).strip()
     last = tail.splitlines()[-1] if tail else f"exit code {code}"
-    return f"the sandbox did not start: {last[:200]}"
+    return f"the sandbox did not start: {first_line(last, 200)}"
 
 
 # ---- comparison (in the grader's process) ------------------------------------------
@@ -625,6 +650,24 @@ def decode(x):
     return x
 
 
+def shown(x) -> str:
+    """How a message shows a value the student's code returned: a number as itself,
+    anything else by its kind only (its text never reaches feedback)."""
+    if x is None or type(x) in (bool, int):
+        return repr(x)
+    if type(x) is float:
+        return f"{x:.6g}"
+    if isinstance(x, str):
+        return f"a string of {len(x)} characters"
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}"
+    if isinstance(x, (list, dict)):
+        return f"a {type(x).__name__} of {len(x)} items"
+    return "a value of another kind"
+
+
 def close(got, want, what: str, tol: float = 1e-5) -> None:
     "Assert that `got` has `want`'s shape and values, up to tol·(1 + max |want|)."
     import torch
@@ -633,7 +676,7 @@ def close(got, want, what: str, tol: float = 1e-5) -> None:
         try:
             got = torch.as_tensor(got)
         except (TypeError, ValueError, RuntimeError):
-            raise Mismatch(f"{what}: a tensor was expected, got {got!r:.60}") from None
+            raise Mismatch(f"{what}: a tensor was expected, got {shown(got)}") from None
     want = torch.as_tensor(want)
     if tuple(got.shape) != tuple(want.shape):
         raise Mismatch(
@@ -658,7 +701,7 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
     import torch
 
     if isinstance(want, torch.Tensor) or isinstance(want, float):
-        if isinstance(want, float) and isinstance(got, (int, float)):
+        if isinstance(want, float) and type(got) in (int, float):
             if abs(got - want) > tol * (1 + abs(want)) or got != got:
                 raise Mismatch(f"{what}: {got:.6g}, expected {want:.6g}")
             return
@@ -676,8 +719,8 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
             raise Mismatch(f"{what}: {n} items, expected {len(want)}")
         for k, (g, w) in enumerate(zip(got, want)):
             same(g, w, f"{what}[{k}]", tol)
-    elif got != want:
-        raise Mismatch(f"{what}: {got!r:.80}, expected {want!r:.80}")
+    elif type(got) is not type(want) or got != want:
+        raise Mismatch(f"{what}: {shown(got)}, expected {want!r:.80}")
 
 
 def compare(code: str, got, want) -> None:
@@ -685,7 +728,7 @@ def compare(code: str, got, want) -> None:
     import torch
 
     g = {"__name__": "check", "torch": torch, "close": close, "same": same}
-    g["Mismatch"] = Mismatch
+    g["Mismatch"], g["shown"], g["first_line"] = Mismatch, shown, first_line
     exec(compile(code, "<check>", "exec"), g)
     fn = g.get("compare") or (lambda got, want: same(got, want, "outputs"))
     fn(decode(got), decode(want) if want is not None else None)
@@ -705,18 +748,23 @@ def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:
             raise RuntimeError(f"the instructor's solution fails check {part}: {ref}")
         try:
             compare(spec["code"], mine["result"], ref["result"])
-        except Mismatch as e:
-            out[part] = (0.0, str(e) or "the outputs differ from the solution's")
+        except Mismatch as e:  # the grader's message, on one line all the same
+            why = first_line(str(e), 240)
+            out[part] = (0.0, why or "the outputs differ from the solution's")
         except Exception as e:  # a malformed output the comparison cannot read
-            out[part] = (0.0, f"unreadable outputs ({type(e).__name__}: {e})"[:240])
+            out[part] = (
+                0.0,
+                "unreadable outputs: not the kind of values the solution returns "
+                f"({type(e).__name__} while comparing them)",
+            )
         else:
             out[part] = (float(points[part]), "")
     return out
 
 
 def _explain(name: str, msg: str) -> str:
-    if name in ("Timeout", "Killed"):
-        return msg
-    if name == "Missing":
+    "A part's error as feedback shows it: the first line of the message, sanitised."
+    name, msg = _name(name) or "Error", first_line(msg)
+    if name in ("Timeout", "Killed", "Missing", "SandboxError"):
         return msg
     return f"your code raised {name}" + (f": {msg}" if msg else "")

@@ -182,11 +182,12 @@ def need(ns: dict, name: str):
 def _error(e: BaseException) -> list[str]:
     if isinstance(e, CellTimeout):
         return ["Timeout", f"stopped by the per-cell time limit ({LIMIT[0]:g} s)"]
-    try:
-        msg = " ".join(str(e).split())[:300]
+    try:  # the first line only: the grader keeps no more of it (grading.first_line)
+        lines = str(e).splitlines()
+        msg = " ".join(lines[0].split())[:120] if lines else ""
     except BaseException:
         msg = ""
-    return [type(e).__name__, msg]
+    return [str(type(e).__name__)[:60], msg]
 
 
 def _no_submission_on_path() -> None:

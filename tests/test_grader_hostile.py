@@ -151,13 +151,16 @@ def test_event_strings_are_cleaned_and_capped(tmp_path):
                 "stdout": long,
                 "stderr": "",
                 "error": ["Err\nor", "a\n\nb " + long],
-            }
+            },
+            {"cell": 0, "error": ["E" * 500, "\x1b[1m" + long + "\nmore"]},
         ],
     )
-    (ev,), _ = grading._events(path, 0, n_cells=1, parts=())
+    (ev, ev2), _ = grading._events(path, 0, n_cells=1, parts=())
     assert len(ev["stdout"]) == grading.MAX_TEXT
-    name, msg = ev["error"]
-    assert name == "Err or" and msg.startswith("a b x") and len(msg) == 300
+    name, msg = ev["error"]  # issue 61 part 2: the first line, 120 printable at most
+    assert name == "Error" and msg == "a"
+    name, msg = ev2["error"]
+    assert name == "E" * grading.NAME and msg == "[1m" + "x" * 117
 
 
 def test_a_fifo_never_blocks_the_grader(tmp_path):

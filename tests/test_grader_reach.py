@@ -6,7 +6,12 @@ Each attack is a hostile A1 submission graded by `course.grade` next to the solu
 - answers computed ahead: a table of what the solution's functions return on the
   probes' calls, built offline from the probes' source, scores 10/10 when the grader
   uses the seed the table was built for (the control) and 0 with the seed the grader
-  draws when it starts.
+  draws when it starts;
+- feedback as a way out: functions that raise exceptions carrying the probes' source
+  (many lines, control and bidi characters, a class named after it), return it as
+  outputs, or forge error events holding it get at most the first 120 printable
+  characters of each exception into feedback and grades.csv, and nothing of what
+  they return.
 
 The graded runs need bubblewrap (they skip, saying why, without it); one grading run of
 A1 takes about a minute on 2 busy cores (a sandbox per submission imports torch)."""
@@ -14,6 +19,7 @@ A1 takes about a minute on 2 busy cores (a sandbox per submission imports torch)
 import builtins
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -148,6 +154,57 @@ def table_cheat(table: dict) -> dict:
     return cells
 
 
+SOURCE_CELL = """import json
+import os
+
+SOURCE = {source}  # the checks' code, as a student who got it holds it
+
+
+def _leak(k, n=600):
+    "An exception named after, and carrying, a piece of SOURCE on many lines."
+    piece = SOURCE[k * n : (k + 1) * n]
+    cls = type("Leak" + piece[:200], (Exception,), {{}})
+    return cls("\\x1b[31m\\u202e" + piece.replace("\\n", " ") + "\\r\\n" + SOURCE)
+"""
+RAISES = {  # each function raises a piece of the source (in the visible tests too)
+    "a1_attend": "def attend(att, feats, h):\n    raise _leak(0)\n",
+    "a1_beta": "def gated_context(f_beta, h, z):\n    raise _leak(1)\n",
+    "a1_init": "def init_lstm_state(init_h, init_c, feats):\n    raise _leak(2)\n",
+    "a1_penalty": "def penalty(alpha, mask):\n    raise _leak(3)\n\n\nraise _leak(4)\n",
+}
+RETURNS = {  # each function returns the source, as strings and as class names
+    "a1_attend": "def attend(att, feats, h):\n    return SOURCE, SOURCE[:99]\n",
+    "a1_beta": "def gated_context(f_beta, h, z):\n    return {SOURCE[:300]: SOURCE}\n",
+    "a1_init": "def init_lstm_state(init_h, init_c, feats):\n"
+    "    return [SOURCE[k : k + 200] for k in range(0, 2000, 200)], SOURCE\n",
+    "a1_penalty": "def penalty(alpha, mask):\n"
+    "    return type(SOURCE[:1000], (), {})()\n",
+}
+FORGES = """
+with open("/out/events.jsonl", "a") as f:  # well-formed events the runner never wrote
+    for k, part in enumerate(PARTS):
+        msg = SOURCE[k * 900 :].replace("\\n", " ")
+        event = {"part": part, "error": [SOURCE[:500], msg + "\\n" + SOURCE]}
+        f.write(json.dumps(event) + "\\n")
+"""
+
+
+def _source_text() -> str:
+    return "\n".join(c["code"] for c in _checks()["parts"].values())
+
+
+def leaking(cells: dict, extra: str = "") -> dict:
+    """A1's solution with the cells `cells` (None: the solution's own); the first
+    starts with SOURCE (and `extra`)."""
+    theirs = {grading._gid(c): c["source"] for c in _notebook()["cells"]}
+    out = {gid: theirs[gid] if src is None else src for gid, src in cells.items()}
+    first = next(iter(cells))
+    head = SOURCE_CELL.format(source=repr(_source_text()))
+    head += f"PARTS = {list(PARTS)!r}\n" + extra
+    out[first] = head + "\n\n" + out[first]
+    return out
+
+
 def _course(tmp: Path, students: dict) -> Path:
     root = tmp / "course"
     root.mkdir(parents=True)
@@ -210,6 +267,9 @@ def graded(tmp_path_factory):
             "solution": _notebook(),
             "table-fixed-seeds": _notebook(table_cheat(old)),
             "table-known-seed": _notebook(table_cheat(known)),
+            "raises-source": _notebook(leaking(RAISES)),
+            "returns-source": _notebook(leaking(RETURNS)),
+            "forges-errors": _notebook(leaking({"a1_attend": None}, FORGES)),
         },
     )
     return {"control": _grade(control, CONTROL_SEED), "usual": _grade(usual)}
@@ -249,9 +309,59 @@ def test_the_grading_seed_is_logged_and_never_shown_to_students(graded):
     assert int(seed) != CONTROL_SEED
     for text in [run["csv"], *run["feedback"].values()]:
         assert seed not in text
-    assert set(run["feedback"]) == {
-        "blank",
-        "solution",
-        "table-fixed-seeds",
-        "table-known-seed",
-    }
+    assert set(run["feedback"]) == set(run["rows"])
+    assert len(run["rows"]) == 7
+
+
+def test_first_line_keeps_one_short_printable_line():
+    from grading import SHORT, first_line
+
+    for sep in ("\n", "\r", "\u2028", "\x85", "\x0b", "\x1c"):
+        assert first_line(f"one{sep}two") == "one"
+    assert first_line("\x1b[31mred\u202e\ttext\x00") == "[31mred text"
+    assert first_line("x" * 5000) == "x" * SHORT == "x" * 120
+    assert first_line(None) == first_line("") == first_line("\n\nlater") == ""
+    name, msg = grading._event(
+        {"part": "p", "error": ["Leak def probe(ns):\n" * 20, "a" * 500 + "\nb"]},
+        0,
+        {"p"},
+    )["error"]
+    assert name == "Leakdefprobens" * 3 and msg == "a" * 120
+
+
+def _longest_shared(line: str, source: str, n: int) -> bool:
+    "Whether `line` shares more than n consecutive characters with `source`."
+    return any(line[i : i + n + 1] in source for i in range(len(line) - n))
+
+
+@needs_sandbox
+@pytest.mark.parametrize(
+    "student, least",
+    [("raises-source", 60), ("returns-source", 0), ("forges-errors", 60)],
+)
+def test_feedback_carries_at_most_a_short_first_line(graded, student, least):
+    """Every line of the feedback and of the grades.csv row: printable, and sharing at
+    most 120 consecutive characters with the probes' source (the first line of one
+    exception); `least`: the control, the exception's first line did get through."""
+    run = graded["usual"]
+    row = run["rows"][student]
+    assert row["score"] == 0, row["problems"]
+    source = " ".join(_source_text().split())
+    text = run["feedback"][student]
+    csv_row = next(x for x in run["csv"].splitlines() if x.startswith(student + ","))
+    lines = text.splitlines() + [csv_row] + csv_row.split(" | ")
+    assert all(line.isprintable() for line in lines), lines
+    assert not any(_longest_shared(line, source, 120) for line in lines), text
+    if least:  # the control: the attack's first line is there, cut
+        assert any(_longest_shared(line, source, least) for line in lines), text
+    else:  # nothing the student's functions returned is shown by the grader
+        parts = [line for line in text.splitlines() if line.startswith("  - a1_")]
+        assert len(parts) == 4, text
+        shown = (
+            r"(a string of \d+ characters|an? \w+ of \d+ items|a value of another kind)"
+        )
+        for line in parts:  # the grader's label of the output, and its kind only
+            assert re.fullmatch(
+                rf"  - a1_\w+ \(0/\d\): [^:]+: a tensor was expected, got {shown}", line
+            ), line
+    assert len(text) < 4000, len(text)
