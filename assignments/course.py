@@ -11,7 +11,9 @@ import argparse
 import csv
 import os
 import secrets
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -121,12 +123,10 @@ def grade(
     graded). Every probe's inputs derive from `seed`, drawn afresh for each call
     (`secrets.randbits(32)`) unless given, and logged (`log`, the instructor's console:
     never in feedback or grades.csv); the solution's outputs are computed with the same
-    seed in the same call. Each submission is graded in its own try/except (whatever it did, it gets
-    a row: 0 for its parts and one line) and, as soon as it is graded, its feedback is
-    written and its row merged into `csv_path` (atomically)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
+    seed in the same call. The probes' calls are made here, before any sandbox starts
+    (grading.make_calls). Each submission is graded in its own try/except (whatever it
+    did, it gets a row: 0 for its parts and one line) and, as soon as it is graded, its
+    feedback is written and its row merged into `csv_path` (atomically)."""
     import grading
 
     names = names or assignments(root)
@@ -153,6 +153,25 @@ def grade(
             ):
                 tasks.append((name, folder.name))
 
+    inputs = Path(tempfile.mkdtemp(prefix="sat-calls-"))  # the probes' calls
+    try:
+        for name in names:  # here, before the threads: it seeds the generators
+            grading.make_calls(specs[name][1], seed, inputs / name)
+        return _grade(
+            root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs
+        )
+    finally:
+        shutil.rmtree(inputs, ignore_errors=True)
+
+
+def _grade(root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs):
+    "grade's work, once the probes' calls are in `inputs`/<assignment>/."
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grading
+
+    sub_root = root / "submitted"
     wants, locks = {}, {name: threading.Lock() for name in names}
 
     def reference(name):
@@ -162,8 +181,9 @@ def grade(
                 source, checks, _ = specs[name]
                 sol = {"cells": grading.solution_cells(source)}
                 cells, _ = grading.assemble(source, sol)
-                want = grading.run(cells, checks, limit, reference=True, seed=seed)
-                want = want["parts"]
+                want = grading.run(
+                    cells, checks, limit, reference=True, seed=seed, calls=inputs / name
+                )["parts"]
                 bad = {p: r["error"] for p, r in want.items() if "error" in r}
                 if bad and not all(checks["parts"][p]["alone"] for p in bad):
                     raise SolutionFails(f"{name}: the solution fails its checks: {bad}")
@@ -189,7 +209,9 @@ def grade(
             row["problems"].append(problem)
             return row
         cells, missing = grading.assemble(source, nb)
-        got = grading.run(cells, checks, limit, files=sub, seed=seed)
+        got = grading.run(
+            cells, checks, limit, files=sub, seed=seed, calls=inputs / name
+        )
         if any(c["alone"] for c in checks["parts"].values()):
             alone = grading.run([], checks, limit, files=sub, alone=True, seed=seed)
             got["parts"].update(alone["parts"])

@@ -370,6 +370,38 @@ def _event(ev, n_cells: int, parts) -> dict | None:
     return None
 
 
+def make_calls(checks: dict, seed: int, folder: Path) -> set[str]:
+    """The calls of every part whose check defines `calls()` instead of `probe(ns)`:
+    run here, in the grader's process, with the grading seed (the runner's seeding),
+    and saved to `folder/<part>.pt` (a list of (function name, args, kwargs)); the
+    parts it saved. The sandbox gets only these files: the check's code, the inputs of
+    other parts and the solution's outputs never enter the student's process.
+    Not thread-safe (it seeds the global generators): call it before grading."""
+    import builtins
+    import math
+
+    import torch
+
+    import runner  # its seeding only: the same seeds as the probes in the sandbox
+
+    seeded, fresh = runner.seeding(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    done = set()
+    for part, spec in checks["parts"].items():
+        if spec["alone"]:
+            continue
+        g = {"__name__": "check", "__builtins__": builtins, "torch": torch}
+        g |= {"math": math, "seed_everything": seeded, "fresh_seed": fresh}
+        exec(compile(spec["code"], f"<check {part}>", "exec"), g)
+        if "calls" not in g:
+            continue
+        seeded(f"part {part}")
+        plan = [(str(n), tuple(a), dict(k)) for n, a, k in g["calls"]()]
+        torch.save(plan, folder / f"{part}.pt")
+        done.add(part)
+    return done
+
+
 def run(
     cells: list[dict],
     checks: dict,
@@ -378,11 +410,14 @@ def run(
     reference: bool = False,
     alone: bool = False,
     seed: int | None = None,
+    calls: Path | None = None,
 ) -> dict:
     """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
     ended the process or outlived the limit. Every probe's inputs derive from `seed`
     (the grading run's: a submission and the solution it is compared with must get the
-    same; None draws a fresh one). Returns {"cells": {i: record},
+    same; None draws a fresh one). A part with a file `calls/<part>.pt` (make_calls)
+    sends the sandbox only that file, read-only at /in: its check's code stays here.
+    Returns {"cells": {i: record},
     "parts": {part: {"result": …} or {"error": [name, message]}}}. Raises Tampered when
     the sandbox replaced its events file by something that is not a file."""
     parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
@@ -400,9 +435,11 @@ def run(
     for p in set(parts) - placed:
         results[p] = {"error": ["Missing", "its test cell is missing"]}
     skip = set()
+    planned = {p for p in parts if calls is not None and (calls / f"{p}.pt").is_file()}
     job = {
         "cells": cells,
-        "checks": {p: c["code"] for p, c in parts.items()},
+        "checks": {p: c["code"] for p, c in parts.items() if p not in planned},
+        "calls": {p: f"/in/{p}.pt" for p in sorted(planned)},
         "check_at": check_at,
         "forbid": [] if reference else checks.get("forbid", []),
         "limit": limit,
@@ -419,7 +456,9 @@ def run(
             else:
                 work.mkdir()
             job["skip"], job["done"] = sorted(skip), sorted(results)
-            culprit, why, log = _attempt_run(job, work, out, limit, n_items)
+            culprit, why, log = _attempt_run(
+                job, work, out, limit, n_items, calls if planned else None
+            )
         for ev in log:  # every event has passed _event: its fields have their types
             if "cell" in ev:
                 records[ev["cell"]] = ev
@@ -453,17 +492,21 @@ def deadline(limit: float, n_items: int) -> float:
     return STARTUP + (limit + GRACE) * n_items
 
 
-def _attempt_run(job, work, out, limit, n_items):
+def _attempt_run(job, work, out, limit, n_items, inputs=None):
     """One sandbox run: (culprit or None, why, events). Two threads watch it: the
     reader follows the events and kills the sandbox when an item outlives the limit;
     a timer kills it at `deadline` whatever the reader is doing, and a reader still
     stuck then is abandoned (Tampered)."""
     events = out / "events.jsonl"
     cmd = sandbox.command(
-        sandbox.python(["/grader/runner.py"]), work, out, HERE / "runner.py"
+        sandbox.python(["/grader/runner.py"]),
+        work,
+        out,
+        HERE / "runner.py",
+        inputs=inputs,
     )
     err_path = out.parent / "stderr.txt"
-    n_cells, parts = len(job["cells"]), set(job["checks"])
+    n_cells, parts = len(job["cells"]), set(job["checks"]) | set(job["calls"])
     hard = deadline(limit, n_items)
     state = {"log": [], "killed": None, "error": None}
     group = (
@@ -724,14 +767,22 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
 
 
 def compare(code: str, got, want) -> None:
-    "Run the check's `compare(got, want)` (default: `same`); raises Mismatch."
+    """Run the check's `compare(got, want)` (default: `same`); raises Mismatch. A
+    check with `calls()` gets the results of its calls, in order: its `outputs(results)`
+    names them (for the student's and the solution's alike) before the comparison."""
     import torch
 
     g = {"__name__": "check", "torch": torch, "close": close, "same": same}
     g["Mismatch"], g["shown"], g["first_line"] = Mismatch, shown, first_line
     exec(compile(code, "<check>", "exec"), g)
     fn = g.get("compare") or (lambda got, want: same(got, want, "outputs"))
-    fn(decode(got), decode(want) if want is not None else None)
+    got, want = decode(got), decode(want) if want is not None else None
+    if "calls" in g:
+        if not isinstance(got, list) or (want is not None and len(got) != len(want)):
+            raise Mismatch("the calls returned something other than their results")
+        got = g["outputs"](got)
+        want = g["outputs"](want) if want is not None else None
+    fn(got, want)
 
 
 def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:

@@ -1,12 +1,15 @@
-"""Runs one submission inside the sandbox (assignments/sandbox.py); never imported by
-the grader. It reads its job (JSON) from stdin: the notebook's code cells in order, the
-probe of each graded part, where each probe runs, the grading run's seed (every probe's
-inputs derive from it) and which package functions the student may not call. It executes the cells in one namespace, runs each part's probe
-right after that part's test cell, and appends one JSON line per event to
-/out/events.jsonl: a cell starts, a cell ends (its output, its error), a part's probe
-returns (its outputs by value: tensors as dtype, shape and numbers) or raises.
+"""Runs one submission inside the sandbox (assignments/sandbox.py); the grader imports
+only its seeding (`mix`, `seeding`). It reads its job (JSON) from stdin: the notebook's
+code cells in order, where each part is checked, the grading run's seed, which package
+functions the student may not call, and for each part either the file of its calls
+(`/in/<part>.pt`, made by the grader: which of the student's functions to call, with
+which arguments; the check itself stays with the grader) or, for checks not yet written
+that way, the probe's code. It executes the cells in one namespace, makes each part's
+calls (or runs its probe) right after that part's test cell, and appends one JSON line
+per event to /out/events.jsonl: a cell starts, a cell ends (its output, its error), a
+part's results return (by value: tensors as dtype, shape and numbers) or it raises.
 
-Nothing here decides a grade: the grader compares the probes' outputs with those of the
+Nothing here decides a grade: the grader compares the results with those of the
 instructor's solution, in its own process. A cell that ignores the time limit or ends
 the process is dealt with by the grader (it kills the sandbox and starts it again
 without that cell)."""
@@ -219,6 +222,7 @@ def main() -> int:
     real_out, real_err = sys.stdout, sys.stderr
     skip, done = set(job.get("skip", [])), set(job.get("done", []))
     checks, at = job.get("checks", {}), job.get("check_at", {})
+    plans = job.get("calls", {})  # part: the file of its calls (the probe is not here)
 
     def timed(fn, what: str):
         signal.setitimer(signal.ITIMER_REAL, limit)
@@ -258,6 +262,35 @@ def main() -> int:
         finally:
             sys.stdout, sys.stderr = real_out, real_err
 
+    def calls(part: str, path: str):
+        """A part whose probe stays with the grader: its calls (the name of a function
+        of the student's, its arguments) from the grader's file `path`; their results,
+        by value, in order."""
+        emit(start_part=part)
+        out = Capped()
+        sys.stdout = sys.stderr = out
+        try:
+
+            def run():
+                seed_everything(
+                    f"part {part}"
+                )  # a function of the student's that draws
+                plan = torch.load(path, weights_only=False)
+                got = [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
+                return encode(got, [MAX_NUMBERS])
+
+            emit(part=part, result=timed(run, part))
+        except BaseException as e:  # the student's code may raise anything
+            emit(part=part, error=_error(e), stdout=out.text())
+        finally:
+            sys.stdout, sys.stderr = real_out, real_err
+
+    def probe_or_calls(part: str):
+        if part in plans:
+            calls(part, plans[part])
+        else:
+            probe(part)
+
     for part in at.get("-1", []):  # probes that need no student code (A7's run)
         if part not in done:
             probe(part)
@@ -284,7 +317,7 @@ def main() -> int:
             )
         for part in at.get(str(i), []):
             if part not in done:
-                probe(part)
+                probe_or_calls(part)
     emit(end=True)
     os._exit(0)  # threads the student started do not keep the sandbox alive
 

@@ -312,14 +312,22 @@ def test_a_grader_failure_costs_only_its_own_submission(tmp_path, monkeypatch):
     seen_before_bob = {}
 
     def fake_run(
-        cells, checks, limit, files=None, reference=False, alone=False, seed=None
+        cells,
+        checks,
+        limit,
+        files=None,
+        reference=False,
+        alone=False,
+        seed=None,
+        calls=None,
     ):
         if files is not None and files.parent.name == "bob":
             seen_before_bob.update(_read_csv(csv_path))
             raise RuntimeError("boom\nwith a second line")
         if files is not None and files.parent.name == "eve":
             raise grading.Tampered("events.jsonl was replaced")
-        return {"cells": {}, "parts": {p: {"result": 1.0} for p in PARTS}}
+        same = [[1.0, 1.0], [1.0, 1.0]]  # two calls of two results: A1's calls' shape
+        return {"cells": {}, "parts": {p: {"result": same} for p in PARTS}}
 
     monkeypatch.setattr(grading, "run", fake_run)
     rows = course_py.grade(root, [A1], limit=5, log=lambda *a: None, csv_path=csv_path)
@@ -350,7 +358,14 @@ def test_the_solution_failing_its_checks_still_stops_grading(tmp_path, monkeypat
     root = _mini_course(tmp_path, {"alice": _solution_nb()})
 
     def fake_run(
-        cells, checks, limit, files=None, reference=False, alone=False, seed=None
+        cells,
+        checks,
+        limit,
+        files=None,
+        reference=False,
+        alone=False,
+        seed=None,
+        calls=None,
     ):
         return {"cells": {}, "parts": {p: {"error": ["E", "x"]} for p in PARTS}}
 

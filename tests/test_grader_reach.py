@@ -117,7 +117,11 @@ def answer_table(seed: int | None) -> dict:
         if seed is not None:
             seeded(f"part {part}")  # as the runner does before each probe
         exec(compile(spec["code"], f"<check {part}>", "exec"), g)
-        g["probe"](calls)
+        if "calls" in g:  # the calls the grader makes, by name
+            for name, args, kwargs in g["calls"]():
+                calls[name](*args, **kwargs)
+        else:
+            g["probe"](calls)
     return table
 
 
@@ -189,6 +193,71 @@ with open("/out/events.jsonl", "a") as f:  # well-formed events the runner never
 """
 
 
+SEARCH_CELL = """import gc
+import sys
+import types
+
+
+def _check_code(x) -> bool:
+    "A function compiled from a check, or check code (a string holding its marker)."
+    if type(x) is str:
+        return ("def " + "outputs(results)") in x
+    if type(x) is types.FrameType:
+        return x.f_code.co_filename.startswith("<check")
+    return type(x) is types.FunctionType and (
+        x.__code__.co_filename.startswith("<check")
+    )
+
+
+def _holds(x, depth=0) -> bool:
+    if _check_code(x):
+        return True
+    if depth < 4 and type(x) is dict:
+        return any(_holds(v, depth + 1) for v in list(x.values())[:10000])
+    if depth < 4 and type(x) in (list, tuple):
+        return any(_holds(v, depth + 1) for v in list(x)[:10000])
+    return False
+
+
+def _search():
+    "Where in this process the checks' code is: frames, gc, modules (issue 61)."
+    where, f = [], sys._getframe(2)
+    while f is not None:
+        if _holds(dict(f.f_locals)) or _holds(f.f_globals) or _check_code(f):
+            where.append("frames")
+            break
+        f = f.f_back
+    for o in gc.get_objects():
+        if _check_code(o) or (type(o) is dict and _holds(o, 3)):
+            where.append("gc")
+            break
+    modules = [m.__dict__ for m in list(sys.modules.values())]
+    if any(type(d) is dict and _holds(d, 3) for d in modules):
+        where.append("modules")
+    raise LookupError("found: " + (" ".join(where) or "nothing"))
+"""
+SEARCHES = {
+    "a1_attend": SEARCH_CELL + "\n\ndef attend(att, feats, h):\n    _search()\n",
+    "a1_beta": "def gated_context(f_beta, h, z):\n    _search()\n",
+    "a1_init": "def init_lstm_state(init_h, init_c, feats):\n    _search()\n",
+    "a1_penalty": "def penalty(alpha, mask):\n    _search()\n",
+}
+IN_PROCESS = """
+
+def probe(ns):  # the grader before part 2: the check's code runs with the student's
+    return [need(ns, name)(*args, **kwargs) for name, args, kwargs in _calls()]
+"""
+
+
+def in_process(checks: dict) -> dict:
+    "A1's checks as probes that run in the student's process (the control)."
+    parts = {}
+    for part, spec in checks["parts"].items():
+        code = spec["code"].replace("def calls(", "def _calls(") + IN_PROCESS
+        parts[part] = {**spec, "code": code}
+    return {**checks, "parts": parts}
+
+
 def _source_text() -> str:
     return "\n".join(c["code"] for c in _checks()["parts"].values())
 
@@ -205,13 +274,15 @@ def leaking(cells: dict, extra: str = "") -> dict:
     return out
 
 
-def _course(tmp: Path, students: dict) -> Path:
+def _course(tmp: Path, students: dict, checks: dict | None = None) -> Path:
     root = tmp / "course"
     root.mkdir(parents=True)
     (root / "source").mkdir()
     (root / "source" / A1).mkdir()
     for f in (f"{A1}.ipynb", "checks.json"):
         (root / "source" / A1 / f).write_bytes((KIT / "source" / A1 / f).read_bytes())
+    if checks is not None:
+        (root / "source" / A1 / "checks.json").write_text(json.dumps(checks))
     for student, nb in students.items():
         dest = root / "submitted" / student / A1
         dest.mkdir(parents=True)
@@ -260,6 +331,11 @@ def graded(tmp_path_factory):
         tmp_path_factory.mktemp("control"),
         {"table-known-seed": _notebook(table_cheat(known))},
     )
+    in_proc = _course(
+        tmp_path_factory.mktemp("in-process"),
+        {"searches": _notebook(SEARCHES)},
+        in_process(_checks()),
+    )
     usual = _course(
         tmp_path_factory.mktemp("usual"),
         {
@@ -270,9 +346,14 @@ def graded(tmp_path_factory):
             "raises-source": _notebook(leaking(RAISES)),
             "returns-source": _notebook(leaking(RETURNS)),
             "forges-errors": _notebook(leaking({"a1_attend": None}, FORGES)),
+            "searches": _notebook(SEARCHES),
         },
     )
-    return {"control": _grade(control, CONTROL_SEED), "usual": _grade(usual)}
+    return {
+        "control": _grade(control, CONTROL_SEED),
+        "in-process": _grade(in_proc),
+        "usual": _grade(usual),
+    }
 
 
 @needs_sandbox
@@ -310,7 +391,7 @@ def test_the_grading_seed_is_logged_and_never_shown_to_students(graded):
     for text in [run["csv"], *run["feedback"].values()]:
         assert seed not in text
     assert set(run["feedback"]) == set(run["rows"])
-    assert len(run["rows"]) == 7
+    assert len(run["rows"]) == 8
 
 
 def test_first_line_keeps_one_short_printable_line():
@@ -365,3 +446,31 @@ def test_feedback_carries_at_most_a_short_first_line(graded, student, least):
                 rf"  - a1_\w+ \(0/\d\): [^:]+: a tensor was expected, got {shown}", line
             ), line
     assert len(text) < 4000, len(text)
+
+
+def _found(text: str) -> list[str]:
+    "What the searching submission's exceptions say, one per line that has one."
+    return re.findall(r"LookupError: found: ([a-z ]+)", text)
+
+
+@needs_sandbox
+def test_the_search_finds_probes_that_run_with_the_student(graded):
+    """The control: with the checks run in the student's process (the grader before
+    part 2), the search finds their code in the frames above the student's function."""
+    run = graded["in-process"]
+    row = run["rows"]["searches"]
+    assert row["score"] == 0, row["problems"]
+    parts = [p for p in row["problems"] if p.startswith("a1_")]
+    assert len(parts) == 4 and all("frames" in f for f in _found("\n".join(parts)))
+
+
+@needs_sandbox
+def test_no_check_code_in_the_students_process(graded):
+    """Frames, gc and modules of the student's process hold no check code: its
+    functions, called by the visible tests and by the grader's calls, find nothing."""
+    row = graded["usual"]["rows"]["searches"]
+    assert row["score"] == 0, row["problems"]
+    text = graded["usual"]["feedback"]["searches"]
+    found = _found(text)
+    assert len(found) == 8, text  # 4 parts, 4 visible tests
+    assert set(found) == {"nothing"}, text
