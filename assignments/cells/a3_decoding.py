@@ -90,18 +90,22 @@ assert rows[0][:, 0].tolist() == [0, 0, 1, 1, 2, 2], (
 
 
 # %% check id=a3_expand_test
-def probe(ns):
+def calls():
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
-    expand_state = need(ns, "expand_state")
     seed_everything(30)
     model = SoftAttentionCaptioner(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5)
-    state = model.init_state(torch.randn(3, 5, 4))
+    with torch.no_grad():
+        state = model.init_state(torch.randn(3, 5, 4))
     rows = torch.randperm(100)[:3]  # three images' own numbers
-    return {
-        "rows": list(expand_state((rows[:, None], rows), 2)),
-        "the expanded state": list(expand_state(state, 4, model.static_state)),
-    }
+    return [
+        ("expand_state", ((rows[:, None], rows), 2), {}),
+        ("expand_state", (state, 4, model.static_state), {}),
+    ]
+
+
+def outputs(results):
+    return {"rows": list(results[0]), "the expanded state": list(results[1])}
 
 
 # %% md
