@@ -506,7 +506,7 @@ def _attempt_run(job, work, out, limit, n_items, inputs=None):
         inputs=inputs,
     )
     err_path = out.parent / "stderr.txt"
-    n_cells, parts = len(job["cells"]), set(job["checks"]) | set(job["calls"])
+    n_cells, parts = len(job["cells"]), set(job["checks"]) | set(job.get("calls", {}))
     hard = deadline(limit, n_items)
     state = {"log": [], "killed": None, "error": None}
     group = (
