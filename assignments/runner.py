@@ -272,9 +272,8 @@ def main() -> int:
         try:
 
             def run():
-                seed_everything(
-                    f"part {part}"
-                )  # a function of the student's that draws
+                # a function of the student's that draws random numbers draws these
+                seed_everything(f"part {part}")
                 plan = torch.load(path, weights_only=False)
                 got = [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
                 return encode(got, [MAX_NUMBERS])
