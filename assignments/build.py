@@ -10,8 +10,10 @@ format, plus nbgrader's roles and the grader's):
                                 `### END SOLUTION` mark what the release removes
     # %% test id=NAME points=N  the visible test of a graded part worth N points
     # %% check id=NAME [alone]  the grader's check of that part (not in the notebook):
-                                `probe(ns)`, optional `expect(ns)` and `compare(got,
-                                want)`; `alone`: run without the student's code
+                                `calls()` and `outputs(results)` (run by the grader)
+                                or `probe(ns)` (run with the student's code) and
+                                optional `expect(ns)`; optional `compare(got, want)`;
+                                `alone`: run without the student's code
     # %% forbid                 `# module:qualname` lines: package functions the
                                 student may not call
 

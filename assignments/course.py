@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import secrets
+import shutil
 import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -112,19 +115,23 @@ def grade(
     jobs: int = 1,
     log=print,
     csv_path: Path | None = None,
+    seed: int | None = None,
 ) -> list[dict]:
     """Grade every submission (or those of `students`) of each assignment in a sandbox,
     `jobs` at a time; one row per student and assignment: score, max_score, per-part
     points and a readable line for each part that lost points (or why nothing was
-    graded). Each submission is graded in its own try/except (whatever it did, it gets
-    a row: 0 for its parts and one line) and, as soon as it is graded, its feedback is
-    written and its row merged into `csv_path` (atomically)."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
+    graded). Every probe's inputs derive from `seed`, drawn afresh for each call
+    (`secrets.randbits(32)`) unless given, and logged (`log`, the instructor's console:
+    never in feedback or grades.csv); the solution's outputs are computed with the same
+    seed in the same call. The probes' calls are made here, before any sandbox starts
+    (grading.make_calls). Each submission is graded in its own try/except (whatever it
+    did, it gets a row: 0 for its parts and one line) and, as soon as it is graded, its
+    feedback is written and its row merged into `csv_path` (atomically)."""
     import grading
 
     names = names or assignments(root)
+    seed = secrets.randbits(32) if seed is None else int(seed)
+    log(f"grading seed {seed} (course.py grade --seed {seed} grades the same inputs)")
     sub_root = root / "submitted"
     for extra in sorted(sub_root.glob("*/*")):
         if extra.is_dir() and extra.name not in assignments(root):
@@ -146,16 +153,37 @@ def grade(
             ):
                 tasks.append((name, folder.name))
 
+    inputs = Path(tempfile.mkdtemp(prefix="sat-calls-"))  # the probes' calls
+    try:
+        for name in names:  # here, before the threads: it seeds the generators
+            grading.make_calls(specs[name][1], seed, inputs / name)
+        return _grade(
+            root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs
+        )
+    finally:
+        shutil.rmtree(inputs, ignore_errors=True)
+
+
+def _grade(root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs):
+    "grade's work, once the probes' calls are in `inputs`/<assignment>/."
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grading
+
+    sub_root = root / "submitted"
     wants, locks = {}, {name: threading.Lock() for name in names}
 
     def reference(name):
         "The solution's probe outputs, computed once, when a submission needs them."
-        with locks[name]:
+        with locks[name]:  # computed with this call's seed: never kept across calls
             if name not in wants:
                 source, checks, _ = specs[name]
                 sol = {"cells": grading.solution_cells(source)}
                 cells, _ = grading.assemble(source, sol)
-                want = grading.run(cells, checks, limit, reference=True)["parts"]
+                want = grading.run(
+                    cells, checks, limit, reference=True, seed=seed, calls=inputs / name
+                )["parts"]
                 bad = {p: r["error"] for p, r in want.items() if "error" in r}
                 if bad and not all(checks["parts"][p]["alone"] for p in bad):
                     raise SolutionFails(f"{name}: the solution fails its checks: {bad}")
@@ -181,9 +209,11 @@ def grade(
             row["problems"].append(problem)
             return row
         cells, missing = grading.assemble(source, nb)
-        got = grading.run(cells, checks, limit, files=sub)
+        got = grading.run(
+            cells, checks, limit, files=sub, seed=seed, calls=inputs / name
+        )
         if any(c["alone"] for c in checks["parts"].values()):
-            alone = grading.run([], checks, limit, files=sub, alone=True)
+            alone = grading.run([], checks, limit, files=sub, alone=True, seed=seed)
             got["parts"].update(alone["parts"])
         scores = grading.score_parts(checks, points, got["parts"], reference(name))
         for part in sorted(scores):
@@ -242,8 +272,11 @@ class SolutionFails(RuntimeError):
 
 
 def _line(e: BaseException, n: int = 200) -> str:
+    """A grader error's message on one line (its lines joined), printable characters
+    only, at most n of them."""
     try:
-        return " ".join(str(e).split())[:n]
+        text = "".join(ch if ch.isprintable() else " " for ch in str(e))
+        return " ".join(text.split())[:n]
     except Exception:
         return ""
 
@@ -317,6 +350,13 @@ def main(argv=None) -> int:
         default=1,
         help="submissions graded at once, each in its own sandbox (default: 1)",
     )
+    g.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the seed every check's inputs derive from (default: a fresh one, printed "
+        "at the start; give a printed one to grade the same inputs again)",
+    )
     args = p.parse_args(argv)
     unknown = [
         n for n in args.names if not (HERE / "source" / n / f"{n}.ipynb").exists()
@@ -370,6 +410,7 @@ def main(argv=None) -> int:
         args.timeout,
         args.jobs,
         csv_path=csv_path,
+        seed=args.seed,
     )
     total = write_csv([], csv_path)  # the rows are in already: count them
     for r in rows:

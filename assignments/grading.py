@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import signal
 import stat
@@ -294,18 +295,36 @@ def _events(path: Path, offset: int, n_cells: int = 0, parts=()) -> tuple[list, 
     return out, offset + end
 
 
-def _clean(s, n: int) -> str:
-    "A string of the sandbox's, on one line and at most n characters."
-    return " ".join(s.split())[:n] if isinstance(s, str) else ""
+SHORT = 120  # characters of a student's exception message that feedback may carry
+NAME = 60  # characters of an exception's class name
+
+
+def first_line(s, n: int = SHORT) -> str:
+    """The first line of a string the sandbox wrote (the student controls it): printable
+    characters only (control, format and bidi characters become spaces), spaces
+    collapsed, at most n characters. All that feedback keeps of a student's text."""
+    lines = s.splitlines() if isinstance(s, str) else []
+    line = "".join(ch if ch.isprintable() else " " for ch in (lines or [""])[0])
+    return " ".join(line.split())[:n]
+
+
+def _name(s) -> str:
+    "An exception's class name from the sandbox: letters, digits, _ and . only."
+    s = s if isinstance(s, str) else ""
+    return "".join(
+        ch for ch in s[:NAME] if ch.isascii() and (ch.isalnum() or ch in "_.")
+    )
 
 
 def _error_pair(err):
-    "An event's [name, message], cleaned; None when it is not a pair of strings."
+    """An event's [name, message], sanitised (the name an identifier, the message the
+    first line, printable, at most SHORT characters); None when it is not a pair of
+    strings."""
     if not (isinstance(err, list) and len(err) == 2):
         return None
     if not all(isinstance(x, str) for x in err):
         return None
-    return [_clean(err[0], 80) or "Error", _clean(err[1], 300)]
+    return [_name(err[0]) or "Error", first_line(err[1])]
 
 
 def _index(x, n: int):
@@ -351,6 +370,38 @@ def _event(ev, n_cells: int, parts) -> dict | None:
     return None
 
 
+def make_calls(checks: dict, seed: int, folder: Path) -> set[str]:
+    """The calls of every part whose check defines `calls()` instead of `probe(ns)`:
+    run here, in the grader's process, with the grading seed (the runner's seeding),
+    and saved to `folder/<part>.pt` (a list of (function name, args, kwargs)); the
+    parts it saved. The sandbox gets only these files: the check's code, the inputs of
+    other parts and the solution's outputs never enter the student's process.
+    Not thread-safe (it seeds the global generators): call it before grading."""
+    import builtins
+    import math
+
+    import torch
+
+    import runner  # its seeding only: the same seeds as the probes in the sandbox
+
+    seeded, fresh = runner.seeding(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    done = set()
+    for part, spec in checks["parts"].items():
+        if spec["alone"]:
+            continue
+        g = {"__name__": "check", "__builtins__": builtins, "torch": torch}
+        g |= {"math": math, "seed_everything": seeded, "fresh_seed": fresh}
+        exec(compile(spec["code"], f"<check {part}>", "exec"), g)
+        if "calls" not in g:
+            continue
+        seeded(f"part {part}")
+        plan = [(str(n), tuple(a), dict(k)) for n, a, k in g["calls"]()]
+        torch.save(plan, folder / f"{part}.pt")
+        done.add(part)
+    return done
+
+
 def run(
     cells: list[dict],
     checks: dict,
@@ -358,9 +409,15 @@ def run(
     files: Path | None = None,
     reference: bool = False,
     alone: bool = False,
+    seed: int | None = None,
+    calls: Path | None = None,
 ) -> dict:
     """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
-    ended the process or outlived the limit. Returns {"cells": {i: record},
+    ended the process or outlived the limit. Every probe's inputs derive from `seed`
+    (the grading run's: a submission and the solution it is compared with must get the
+    same; None draws a fresh one). A part with a file `calls/<part>.pt` (make_calls)
+    sends the sandbox only that file, read-only at /in: its check's code stays here.
+    Returns {"cells": {i: record},
     "parts": {part: {"result": …} or {"error": [name, message]}}}. Raises Tampered when
     the sandbox replaced its events file by something that is not a file."""
     parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
@@ -378,13 +435,16 @@ def run(
     for p in set(parts) - placed:
         results[p] = {"error": ["Missing", "its test cell is missing"]}
     skip = set()
+    planned = {p for p in parts if calls is not None and (calls / f"{p}.pt").is_file()}
     job = {
         "cells": cells,
-        "checks": {p: c["code"] for p, c in parts.items()},
+        "checks": {p: c["code"] for p, c in parts.items() if p not in planned},
+        "calls": {p: f"/in/{p}.pt" for p in sorted(planned)},
         "check_at": check_at,
         "forbid": [] if reference else checks.get("forbid", []),
         "limit": limit,
         "reference": reference,
+        "seed": secrets.randbits(32) if seed is None else int(seed),
     }
     n_items = len(cells) + len(parts) + 2
     for _attempt in range(n_items):
@@ -396,7 +456,9 @@ def run(
             else:
                 work.mkdir()
             job["skip"], job["done"] = sorted(skip), sorted(results)
-            culprit, why, log = _attempt_run(job, work, out, limit, n_items)
+            culprit, why, log = _attempt_run(
+                job, work, out, limit, n_items, calls if planned else None
+            )
         for ev in log:  # every event has passed _event: its fields have their types
             if "cell" in ev:
                 records[ev["cell"]] = ev
@@ -430,17 +492,21 @@ def deadline(limit: float, n_items: int) -> float:
     return STARTUP + (limit + GRACE) * n_items
 
 
-def _attempt_run(job, work, out, limit, n_items):
+def _attempt_run(job, work, out, limit, n_items, inputs=None):
     """One sandbox run: (culprit or None, why, events). Two threads watch it: the
     reader follows the events and kills the sandbox when an item outlives the limit;
     a timer kills it at `deadline` whatever the reader is doing, and a reader still
     stuck then is abandoned (Tampered)."""
     events = out / "events.jsonl"
     cmd = sandbox.command(
-        sandbox.python(["/grader/runner.py"]), work, out, HERE / "runner.py"
+        sandbox.python(["/grader/runner.py"]),
+        work,
+        out,
+        HERE / "runner.py",
+        inputs=inputs,
     )
     err_path = out.parent / "stderr.txt"
-    n_cells, parts = len(job["cells"]), set(job["checks"])
+    n_cells, parts = len(job["cells"]), set(job["checks"]) | set(job.get("calls", {}))
     hard = deadline(limit, n_items)
     state = {"log": [], "killed": None, "error": None}
     group = (
@@ -521,6 +587,12 @@ def _attempt_run(job, work, out, limit, n_items):
     pending = [s for s in started if s not in finished]
     why = state["killed"] or _death(proc.returncode, err_path)
     if not pending:
+        if log:  # the student's code may have run, and written the stderr: not shown
+            return (
+                ("startup", None),
+                (f"the sandbox ended between two steps (exit code {proc.returncode})"),
+                log,
+            )
         return ("startup", None), _startup_problem(proc.returncode, err_path), log
     return pending[-1], why, log
 
@@ -590,9 +662,10 @@ def _death(code: int, err_path: Path) -> str:
 
 
 def _startup_problem(code, err_path: Path) -> str:
+    "Why the sandbox did not start (before any of the student's code ran)."
     tail = _tail(err_path).strip()
     last = tail.splitlines()[-1] if tail else f"exit code {code}"
-    return f"the sandbox did not start: {last[:200]}"
+    return f"the sandbox did not start: {first_line(last, 200)}"
 
 
 # ---- comparison (in the grader's process) ------------------------------------------
@@ -620,6 +693,24 @@ def decode(x):
     return x
 
 
+def shown(x) -> str:
+    """How a message shows a value the student's code returned: a number as itself,
+    anything else by its kind only (its text never reaches feedback)."""
+    if x is None or type(x) in (bool, int):
+        return repr(x)
+    if type(x) is float:
+        return f"{x:.6g}"
+    if isinstance(x, str):
+        return f"a string of {len(x)} characters"
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return f"a tensor of shape {tuple(x.shape)}"
+    if isinstance(x, (list, dict)):
+        return f"a {type(x).__name__} of {len(x)} items"
+    return "a value of another kind"
+
+
 def close(got, want, what: str, tol: float = 1e-5) -> None:
     "Assert that `got` has `want`'s shape and values, up to tol·(1 + max |want|)."
     import torch
@@ -628,7 +719,7 @@ def close(got, want, what: str, tol: float = 1e-5) -> None:
         try:
             got = torch.as_tensor(got)
         except (TypeError, ValueError, RuntimeError):
-            raise Mismatch(f"{what}: a tensor was expected, got {got!r:.60}") from None
+            raise Mismatch(f"{what}: a tensor was expected, got {shown(got)}") from None
     want = torch.as_tensor(want)
     if tuple(got.shape) != tuple(want.shape):
         raise Mismatch(
@@ -653,7 +744,7 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
     import torch
 
     if isinstance(want, torch.Tensor) or isinstance(want, float):
-        if isinstance(want, float) and isinstance(got, (int, float)):
+        if isinstance(want, float) and type(got) in (int, float):
             if abs(got - want) > tol * (1 + abs(want)) or got != got:
                 raise Mismatch(f"{what}: {got:.6g}, expected {want:.6g}")
             return
@@ -671,19 +762,27 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
             raise Mismatch(f"{what}: {n} items, expected {len(want)}")
         for k, (g, w) in enumerate(zip(got, want)):
             same(g, w, f"{what}[{k}]", tol)
-    elif got != want:
-        raise Mismatch(f"{what}: {got!r:.80}, expected {want!r:.80}")
+    elif type(got) is not type(want) or got != want:
+        raise Mismatch(f"{what}: {shown(got)}, expected {want!r:.80}")
 
 
 def compare(code: str, got, want) -> None:
-    "Run the check's `compare(got, want)` (default: `same`); raises Mismatch."
+    """Run the check's `compare(got, want)` (default: `same`); raises Mismatch. A
+    check with `calls()` gets the results of its calls, in order: its `outputs(results)`
+    names them (for the student's and the solution's alike) before the comparison."""
     import torch
 
     g = {"__name__": "check", "torch": torch, "close": close, "same": same}
-    g["Mismatch"] = Mismatch
+    g["Mismatch"], g["shown"], g["first_line"] = Mismatch, shown, first_line
     exec(compile(code, "<check>", "exec"), g)
     fn = g.get("compare") or (lambda got, want: same(got, want, "outputs"))
-    fn(decode(got), decode(want) if want is not None else None)
+    got, want = decode(got), decode(want) if want is not None else None
+    if "calls" in g:
+        if not isinstance(got, list) or (want is not None and len(got) != len(want)):
+            raise Mismatch("the calls returned something other than their results")
+        got = g["outputs"](got)
+        want = g["outputs"](want) if want is not None else None
+    fn(got, want)
 
 
 def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:
@@ -700,18 +799,23 @@ def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:
             raise RuntimeError(f"the instructor's solution fails check {part}: {ref}")
         try:
             compare(spec["code"], mine["result"], ref["result"])
-        except Mismatch as e:
-            out[part] = (0.0, str(e) or "the outputs differ from the solution's")
+        except Mismatch as e:  # the grader's message, on one line all the same
+            why = first_line(str(e), 240)
+            out[part] = (0.0, why or "the outputs differ from the solution's")
         except Exception as e:  # a malformed output the comparison cannot read
-            out[part] = (0.0, f"unreadable outputs ({type(e).__name__}: {e})"[:240])
+            out[part] = (
+                0.0,
+                "unreadable outputs: not the kind of values the solution returns "
+                f"({type(e).__name__} while comparing them)",
+            )
         else:
             out[part] = (float(points[part]), "")
     return out
 
 
 def _explain(name: str, msg: str) -> str:
-    if name in ("Timeout", "Killed"):
-        return msg
-    if name == "Missing":
+    "A part's error as feedback shows it: the first line of the message, sanitised."
+    name, msg = _name(name) or "Error", first_line(msg)
+    if name in ("Timeout", "Killed", "Missing", "SandboxError"):
         return msg
     return f"your code raised {name}" + (f": {msg}" if msg else "")

@@ -1,12 +1,15 @@
-"""Runs one submission inside the sandbox (assignments/sandbox.py); never imported by
-the grader. It reads its job (JSON) from stdin: the notebook's code cells in order, the
-probe of each graded part, where each probe runs, and which package functions the
-student may not call. It executes the cells in one namespace, runs each part's probe
-right after that part's test cell, and appends one JSON line per event to
-/out/events.jsonl: a cell starts, a cell ends (its output, its error), a part's probe
-returns (its outputs by value: tensors as dtype, shape and numbers) or raises.
+"""Runs one submission inside the sandbox (assignments/sandbox.py); the grader imports
+only its seeding (`mix`, `seeding`). It reads its job (JSON) from stdin: the notebook's
+code cells in order, where each part is checked, the grading run's seed, which package
+functions the student may not call, and for each part either the file of its calls
+(`/in/<part>.pt`, made by the grader: which of the student's functions to call, with
+which arguments; the check itself stays with the grader) or, for checks not yet written
+that way, the probe's code. It executes the cells in one namespace, makes each part's
+calls (or runs its probe) right after that part's test cell, and appends one JSON line
+per event to /out/events.jsonl: a cell starts, a cell ends (its output, its error), a
+part's results return (by value: tensors as dtype, shape and numbers) or it raises.
 
-Nothing here decides a grade: the grader compares the probes' outputs with those of the
+Nothing here decides a grade: the grader compares the results with those of the
 instructor's solution, in its own process. A cell that ignores the time limit or ends
 the process is dealt with by the grader (it kills the sandbox and starts it again
 without that cell)."""
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import hashlib
 import importlib
 import io
 import json
@@ -151,6 +155,26 @@ class Events:
 LIMIT = [0.0]
 
 
+def mix(seed: int, key) -> int:
+    """A seed in [0, 2³¹) derived from the grading run's seed and `key` (a probe's own
+    number, or its part's name): every probe input follows from the seed the grader
+    draws when it starts, so answers computed ahead for other inputs fail."""
+    digest = hashlib.sha256(f"{int(seed)}:{key}".encode()).digest()
+    return int.from_bytes(digest[:4], "big") >> 1
+
+
+def seeding(seed: int):
+    """The probes' `seed_everything(n)` (seeds every generator from the grading seed
+    and n, not from n alone) and `fresh_seed(n)` (such a seed, for a function that
+    takes one: A7's scenes)."""
+    from sat_tutorial.core import seed_everything
+
+    def seeded(n=0) -> int:
+        return seed_everything(mix(seed, n))
+
+    return seeded, functools.partial(mix, seed)
+
+
 def need(ns: dict, name: str):
     "The student's function `name`, or a NameError that says it is not defined."
     if not callable(ns.get(name)):
@@ -161,11 +185,12 @@ def need(ns: dict, name: str):
 def _error(e: BaseException) -> list[str]:
     if isinstance(e, CellTimeout):
         return ["Timeout", f"stopped by the per-cell time limit ({LIMIT[0]:g} s)"]
-    try:
-        msg = " ".join(str(e).split())[:300]
+    try:  # the first line only: the grader keeps no more of it (grading.first_line)
+        lines = str(e).splitlines()
+        msg = " ".join(lines[0].split())[:120] if lines else ""
     except BaseException:
         msg = ""
-    return [type(e).__name__, msg]
+    return [str(type(e).__name__)[:60], msg]
 
 
 def _no_submission_on_path() -> None:
@@ -186,9 +211,8 @@ def main() -> int:
     limit = LIMIT[0] = float(job["limit"])
     import torch  # before the student's code, so that the probes use this torch
 
-    from sat_tutorial.core import seed_everything
-
     torch.set_num_threads(1)
+    seed_everything, fresh_seed = seeding(int(job["seed"]))
     forbid(job.get("forbid", []))
     signal.signal(signal.SIGALRM, _timeout)
     main_mod = types.ModuleType("__main__")
@@ -198,6 +222,7 @@ def main() -> int:
     real_out, real_err = sys.stdout, sys.stderr
     skip, done = set(job.get("skip", [])), set(job.get("done", []))
     checks, at = job.get("checks", {}), job.get("check_at", {})
+    plans = job.get("calls", {})  # part: the file of its calls (the probe is not here)
 
     def timed(fn, what: str):
         signal.setitimer(signal.ITIMER_REAL, limit)
@@ -217,6 +242,7 @@ def main() -> int:
             "torch": torch,
             "math": math,
             "seed_everything": seed_everything,
+            "fresh_seed": fresh_seed,
             "need": need,
         }
         out = Capped()
@@ -224,6 +250,7 @@ def main() -> int:
         try:
 
             def run():
+                seed_everything(f"part {part}")  # a probe that does not seed itself
                 _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
                 fn = g["expect"] if job.get("reference") and "expect" in g else None
                 result = (fn or g["probe"])(ns)
@@ -234,6 +261,34 @@ def main() -> int:
             emit(part=part, error=_error(e), stdout=out.text())
         finally:
             sys.stdout, sys.stderr = real_out, real_err
+
+    def calls(part: str, path: str):
+        """A part whose probe stays with the grader: its calls (the name of a function
+        of the student's, its arguments) from the grader's file `path`; their results,
+        by value, in order."""
+        emit(start_part=part)
+        out = Capped()
+        sys.stdout = sys.stderr = out
+        try:
+
+            def run():
+                # a function of the student's that draws random numbers draws these
+                seed_everything(f"part {part}")
+                plan = torch.load(path, weights_only=False)
+                got = [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
+                return encode(got, [MAX_NUMBERS])
+
+            emit(part=part, result=timed(run, part))
+        except BaseException as e:  # the student's code may raise anything
+            emit(part=part, error=_error(e), stdout=out.text())
+        finally:
+            sys.stdout, sys.stderr = real_out, real_err
+
+    def probe_or_calls(part: str):
+        if part in plans:
+            calls(part, plans[part])
+        else:
+            probe(part)
 
     for part in at.get("-1", []):  # probes that need no student code (A7's run)
         if part not in done:
@@ -261,7 +316,7 @@ def main() -> int:
             )
         for part in at.get(str(i), []):
             if part not in done:
-                probe(part)
+                probe_or_calls(part)
     emit(end=True)
     os._exit(0)  # threads the student started do not keep the sandbox alive
 

@@ -142,10 +142,13 @@ def command(
     out: Path,
     grader: Path,
     env: dict | None = None,
+    inputs: Path | None = None,
 ) -> list[str]:
     """The bwrap command line that runs `argv` with `work` as its writable /submission
     (and current folder), `out` as writable /out, `grader` (runner.py) read-only at
-    /grader/runner.py and the package read-only at /pkg/sat_tutorial; no network."""
+    /grader/runner.py, the package read-only at /pkg/sat_tutorial and, when given,
+    the folder `inputs` (the probes' calls and their arguments) read-only at /in; no
+    network."""
     exe = shutil.which("bwrap")
     if not exe:
         raise SandboxMissing(INSTALL)
@@ -173,6 +176,8 @@ def command(
     args += ["--ro-bind", str(grader), "/grader/runner.py"]
     args += ["--dev", "/dev", "--proc", "/proc"]
     args += ["--bind", str(work), "/submission", "--bind", str(out), "/out"]
+    if inputs is not None:
+        args += ["--ro-bind", str(inputs), "/in"]
     args += ["--remount-ro", "/", "--chdir", "/submission", "--clearenv"]
     for k, v in env.items():
         args += ["--setenv", k, v]

@@ -151,13 +151,16 @@ def test_event_strings_are_cleaned_and_capped(tmp_path):
                 "stdout": long,
                 "stderr": "",
                 "error": ["Err\nor", "a\n\nb " + long],
-            }
+            },
+            {"cell": 0, "error": ["E" * 500, "\x1b[1m" + long + "\nmore"]},
         ],
     )
-    (ev,), _ = grading._events(path, 0, n_cells=1, parts=())
+    (ev, ev2), _ = grading._events(path, 0, n_cells=1, parts=())
     assert len(ev["stdout"]) == grading.MAX_TEXT
-    name, msg = ev["error"]
-    assert name == "Err or" and msg.startswith("a b x") and len(msg) == 300
+    name, msg = ev["error"]  # issue 61 part 2: the first line, 120 printable at most
+    assert name == "Error" and msg == "a"
+    name, msg = ev2["error"]
+    assert name == "E" * grading.NAME and msg == "[1m" + "x" * 117
 
 
 def test_a_fifo_never_blocks_the_grader(tmp_path):
@@ -308,13 +311,23 @@ def test_a_grader_failure_costs_only_its_own_submission(tmp_path, monkeypatch):
         w.writerow({**kept, "parts": "a1_attend_test=3", "feedback": "kept"})
     seen_before_bob = {}
 
-    def fake_run(cells, checks, limit, files=None, reference=False, alone=False):
+    def fake_run(
+        cells,
+        checks,
+        limit,
+        files=None,
+        reference=False,
+        alone=False,
+        seed=None,
+        calls=None,
+    ):
         if files is not None and files.parent.name == "bob":
             seen_before_bob.update(_read_csv(csv_path))
             raise RuntimeError("boom\nwith a second line")
         if files is not None and files.parent.name == "eve":
             raise grading.Tampered("events.jsonl was replaced")
-        return {"cells": {}, "parts": {p: {"result": 1.0} for p in PARTS}}
+        same = [[1.0, 1.0], [1.0, 1.0]]  # two calls of two results: A1's calls' shape
+        return {"cells": {}, "parts": {p: {"result": same} for p in PARTS}}
 
     monkeypatch.setattr(grading, "run", fake_run)
     rows = course_py.grade(root, [A1], limit=5, log=lambda *a: None, csv_path=csv_path)
@@ -344,7 +357,16 @@ def test_the_solution_failing_its_checks_still_stops_grading(tmp_path, monkeypat
     "The instructor's problem is not turned into a student's 0."
     root = _mini_course(tmp_path, {"alice": _solution_nb()})
 
-    def fake_run(cells, checks, limit, files=None, reference=False, alone=False):
+    def fake_run(
+        cells,
+        checks,
+        limit,
+        files=None,
+        reference=False,
+        alone=False,
+        seed=None,
+        calls=None,
+    ):
         return {"cells": {}, "parts": {p: {"error": ["E", "x"]} for p in PARTS}}
 
     monkeypatch.setattr(grading, "run", fake_run)

@@ -85,14 +85,23 @@ check_close(
 
 
 # %% check id=a1_attend_test
-def probe(ns):
+SIZES = ((4, 7), (1, 3))  # B ≠ L: a softmax over dim 0 fails
+
+
+def calls():
     from sat_tutorial.soft_attention import SoftAttention
 
-    attend, out = need(ns, "attend"), {}
-    for seed, b, l in ((11, 4, 7), (12, 1, 3)):  # B ≠ L: a softmax over dim 0 fails
+    out = []
+    for seed, (b, l) in zip((11, 12), SIZES):
         seed_everything(seed)
         att = SoftAttention(feature_dim=5, hidden_dim=3, attention_dim=4)
-        alpha, z = attend(att, torch.randn(b, l, 5), torch.randn(b, 3))
+        out.append(("attend", (att, torch.randn(b, l, 5), torch.randn(b, 3)), {}))
+    return out
+
+
+def outputs(results):
+    out = {}
+    for (b, l), (alpha, z) in zip(SIZES, results):
         out[f"α (B={b}, L={l})"], out[f"ẑ_t (B={b}, L={l})"] = alpha, z
     return out
 
@@ -136,21 +145,28 @@ check_close(
 
 
 # %% check id=a1_beta_test
-def probe(ns):
+def calls():
+    import copy
+
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
-    gated_context = need(ns, "gated_context")
     seed_everything(12)
     model = SoftAttentionCaptioner(
         9, 4, embed_dim=5, hidden_dim=6, attention_dim=7, dropout=0.0, beta_gate=True
     )
     h, z = torch.randn(4, 6), torch.randn(4, 4)
-    out = {"β_t ẑ_t": gated_context(model.f_beta, h, z)}
+    closed = copy.deepcopy(model.f_beta)
     with torch.no_grad():
-        model.f_beta.bias.fill_(-30.0)
-        model.f_beta.weight.zero_()
-    out["β_t ẑ_t with β ≈ 0"] = gated_context(model.f_beta, h, z)
-    return out
+        closed.bias.fill_(-30.0)
+        closed.weight.zero_()
+    return [
+        ("gated_context", (model.f_beta, h, z), {}),
+        ("gated_context", (closed, h.clone(), z.clone()), {}),
+    ]
+
+
+def outputs(results):
+    return {"β_t ẑ_t": results[0], "β_t ẑ_t with β ≈ 0": results[1]}
 
 
 # %% md
@@ -194,15 +210,19 @@ check_close(
 
 
 # %% check id=a1_init_test
-def probe(ns):
+def calls():
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
-    init_lstm_state = need(ns, "init_lstm_state")
     seed_everything(13)
     model = SoftAttentionCaptioner(
         9, 4, embed_dim=5, hidden_dim=6, attention_dim=7, dropout=0.0
     )
-    h0, c0 = init_lstm_state(model.init_h, model.init_c, torch.randn(4, 7, 4) + 1.0)
+    feats = torch.randn(4, 7, 4) + 1.0
+    return [("init_lstm_state", (model.init_h, model.init_c, feats), {})]
+
+
+def outputs(results):
+    h0, c0 = results[0]
     return {"h_0": h0, "c_0": c0}
 
 
@@ -242,16 +262,17 @@ check_close(
 
 
 # %% check id=a1_penalty_test
-def probe(ns):
-    penalty = need(ns, "penalty")
+def calls():
     seed_everything(14)
     al = torch.randn(3, 6, 5).softmax(-1)
     lengths = torch.tensor([6, 3, 1])  # padded captions
     mask = torch.arange(6)[None] < lengths[:, None]
-    return {
-        "the penalty with padded captions": penalty(al, mask),
-        "the penalty": penalty(al, torch.ones(3, 6, dtype=torch.bool)),
-    }
+    full = torch.ones(3, 6, dtype=torch.bool)
+    return [("penalty", (al, mask), {}), ("penalty", (al.clone(), full), {})]
+
+
+def outputs(results):
+    return {"the penalty with padded captions": results[0], "the penalty": results[1]}
 
 
 # %% forbid

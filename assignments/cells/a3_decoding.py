@@ -90,17 +90,22 @@ assert rows[0][:, 0].tolist() == [0, 0, 1, 1, 2, 2], (
 
 
 # %% check id=a3_expand_test
-def probe(ns):
+def calls():
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
-    expand_state = need(ns, "expand_state")
     seed_everything(30)
     model = SoftAttentionCaptioner(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5)
-    state = model.init_state(torch.randn(3, 5, 4))
-    return {
-        "rows": list(expand_state((torch.arange(3)[:, None], torch.arange(3)), 2)),
-        "the expanded state": list(expand_state(state, 4, model.static_state)),
-    }
+    with torch.no_grad():
+        state = model.init_state(torch.randn(3, 5, 4))
+    rows = torch.randperm(100)[:3]  # three images' own numbers
+    return [
+        ("expand_state", ((rows[:, None], rows), 2), {}),
+        ("expand_state", (state, 4, model.static_state), {}),
+    ]
+
+
+def outputs(results):
+    return {"rows": list(results[0]), "the expanded state": list(results[1])}
 
 
 # %% md
@@ -215,6 +220,8 @@ def tiny_captioner(kind, V=7, D=4, seed=0):
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
+        out = model.L_o if kind == "soft" else model.W_p
+        out.bias[2] += 2.0  # <end>: whatever the seed, some captions end early
     return model
 
 
@@ -222,7 +229,7 @@ def probe(ns):
     out = {}
     for kind in ("soft", "butd"):
         m = tiny_captioner(kind, seed=31)
-        f = torch.randn(4, 5, 4) * 2
+        f = torch.randn(24, 5, 4) * 2  # some captions end early
         got = need(ns, "beam_search")(m, f, beam_size=1, max_len=8)
         out[kind] = [[list(t), float(s)] for t, s in got]
     return out
@@ -234,7 +241,7 @@ def expect(ns):
     out = {}
     for kind in ("soft", "butd"):
         m = tiny_captioner(kind, seed=31)
-        f = torch.randn(4, 5, 4) * 2
+        f = torch.randn(24, 5, 4) * 2  # some captions end early
         out[kind] = [[list(g.tokens), float(g.logprob)] for g in greedy(m, f, 8)]
     return out
 
@@ -246,7 +253,7 @@ def compare(got, want):
             if mine[0] != toks:
                 raise Mismatch(
                     f"{kind}, image {b}: beam size 1 must be greedy decoding: "
-                    f"{mine[0]} against {toks}"
+                    f"{shown(mine[0])}, greedy finds {toks}"
                 )
             if abs(mine[1] - score) > 1e-4:
                 raise Mismatch(
@@ -320,7 +327,7 @@ def probe(ns):
     out = {}
     for kind, seed in (("soft", 32), ("butd", 33)):
         m = _captioner(kind, seed)
-        f = torch.randn(3, 5, 4) * 2
+        f = torch.randn(8, 5, 4) * 2
         got = need(ns, "beam_search")(m, f, beam_size=49, max_len=3)
         out[kind] = [[list(t), float(s)] for t, s in got]
     return out
@@ -330,9 +337,9 @@ def expect(ns):
     out = {}
     for kind, seed in (("soft", 32), ("butd", 33)):
         m = _captioner(kind, seed)
-        f = torch.randn(3, 5, 4) * 2
+        f = torch.randn(8, 5, 4) * 2
         out[kind] = []
-        for b in range(3):
+        for b in range(8):
             toks, score = ns["brute_force"](m, f[b : b + 1], 3)
             out[kind].append([list(toks), float(score)])
     return out
@@ -345,7 +352,7 @@ def compare(got, want):
             if mine[0] != toks:
                 raise Mismatch(
                     f"{kind}, image {b}: with every prefix kept, beam search must find "
-                    f"the best caption {toks}, found {mine[0]}"
+                    f"the best caption {toks}, found {shown(mine[0])}"
                 )
             if abs(mine[1] - score) > 1e-4:
                 raise Mismatch(
@@ -367,7 +374,7 @@ for b in range(3):
 
 
 # %% check id=a3_package_test
-def _captioner(kind, seed):
+def _captioner(kind, seed, end_bias):
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
@@ -377,16 +384,24 @@ def _captioner(kind, seed):
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
+        out = model.L_o if kind == "soft" else model.W_p
+        out.bias[2] += end_bias  # <end> more likely: captions that end early
     return model
 
 
 def _run(search):
     out = {}
-    for kind, seed in (("soft", 34), ("butd", 30)):  # captions of different lengths
-        m = _captioner(kind, seed)
-        f = torch.randn(5, 5, 4) * 2
+    for kind, seed, end_bias in (
+        ("soft", 34, 0.0),
+        ("butd", 30, 0.0),
+        ("soft", 35, 2.0),
+        ("butd", 36, 2.0),
+    ):  # captions of different lengths
+        m = _captioner(kind, seed, end_bias)
+        f = torch.randn(16, 5, 4) * 2
         for k in (2, 3):
-            out[f"{kind}, beam {k}"] = search(m, f, k)
+            early = " (<end> likelier)" if end_bias else ""
+            out[f"{kind}{early}, beam {k}"] = search(m, f, k)
     return out
 
 
@@ -414,7 +429,7 @@ def compare(got, want):
             mine = got[what][b]
             if mine[0] != toks:
                 raise Mismatch(
-                    f"{what}, image {b} of a batch of 5: {mine[0]}, the package "
+                    f"{what}, image {b} of a batch of 16: {shown(mine[0])}, the package "
                     f"finds {toks}"
                 )
             if abs(mine[1] - score) > 1e-4:

@@ -77,11 +77,15 @@ check_close(
 
 
 # %% check id=a4_retina_test
-def probe(ns):
+def calls():
     seed_everything(41)
     x = torch.rand(3, 1, 20, 24)
-    l = torch.tensor([[0.1, -0.2], [0.3, 0.3], [-0.25, 0.0]])  # away from the borders
-    return {"ρ(x, l), one scale": need(ns, "retina")(x, l, g=6, k=1)}
+    l = (torch.rand(3, 2) - 0.5) * 0.6  # away from the borders
+    return [("retina", (x, l), {"g": 6, "k": 1})]
+
+
+def outputs(results):
+    return {"ρ(x, l), one scale": results[0]}
 
 
 # %% test id=a4_retina_scales_test points=2
@@ -104,11 +108,15 @@ check_close(
 
 
 # %% check id=a4_retina_scales_test
-def probe(ns):
+def calls():
     seed_everything(42)
     x = torch.rand(4, 1, 28, 28)
     l = torch.tensor([[0.0, 0.0], [-1.0, -1.0], [0.95, -0.6], [1.0, 1.0]])
-    return {"ρ(x, l), three scales, at the borders": need(ns, "retina")(x, l, g=5, k=3)}
+    return [("retina", (x, l), {"g": 5, "k": 3})]
+
+
+def outputs(results):
+    return {"ρ(x, l), three scales, at the borders": results[0]}
 
 
 # %% md
@@ -143,10 +151,14 @@ check_close(
 
 
 # %% check id=a4_logprob_test
-def probe(ns):
+def calls():
     seed_everything(43)
     u, mu = torch.randn(4, 3, 2), torch.randn(4, 3, 2)
-    return {"log π(u | μ)": need(ns, "gaussian_log_prob")(u, mu, 0.15)}
+    return [("gaussian_log_prob", (u, mu, 0.15), {})]
+
+
+def outputs(results):
+    return {"log π(u | μ)": results[0]}
 
 
 # %% md

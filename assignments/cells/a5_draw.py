@@ -88,14 +88,20 @@ assert three[0][0].argmax(-1).tolist() == [3, 5, 7], (
 
 
 # %% check id=a5_filterbank_test
-def probe(ns):
+def calls():
     from sat_tutorial.draw import attention_params
 
-    filterbank = need(ns, "filterbank")
     seed_everything(51)
     p = attention_params(torch.randn(4, 5), 17, 13, 5)
-    F_X, F_Y = filterbank(*p[:4], 5, 17, 13)
-    narrow = filterbank(*[torch.tensor([v]) for v in (4.0, 4.0, 0.01, 1.0)], 1, 7, 7)
+    narrow = [torch.tensor([v]) for v in (4.0, 4.0, 0.01, 1.0)]
+    return [
+        ("filterbank", (*p[:4], 5, 17, 13), {}),
+        ("filterbank", (*narrow, 1, 7, 7), {}),
+    ]
+
+
+def outputs(results):
+    (F_X, F_Y), narrow = results
     return {"F_X": F_X, "F_Y": F_Y, "a narrow filter's F_X": narrow[0]}
 
 
@@ -148,14 +154,18 @@ check_close(
 
 
 # %% check id=a5_read_test
-def probe(ns):
+def calls():
     from sat_tutorial.draw import attention_params
 
     seed_everything(52)
     p = attention_params(torch.randn(3, 5), 11, 9, 4)
     FX = torch.softmax(torch.randn(3, 4, 11), -1)
     FY = torch.softmax(torch.randn(3, 4, 9), -1)
-    return {"read(x)": need(ns, "read")(torch.rand(3, 9, 11), FX, FY, p[4])}
+    return [("read", (torch.rand(3, 9, 11), FX, FY, p[4]), {})]
+
+
+def outputs(results):
+    return {"read(x)": results[0]}
 
 
 # %% test id=a5_write_test points=2
@@ -174,14 +184,18 @@ check_close(
 
 
 # %% check id=a5_write_test
-def probe(ns):
+def calls():
     from sat_tutorial.draw import attention_params
 
     seed_everything(53)
     p = attention_params(torch.randn(3, 5), 11, 9, 4)
     FX = torch.softmax(torch.randn(3, 4, 11), -1)
     FY = torch.softmax(torch.randn(3, 4, 9), -1)
-    return {"write(w)": need(ns, "write")(torch.randn(3, 4, 4), FX, FY, p[4])}
+    return [("write", (torch.randn(3, 4, 4), FX, FY, p[4]), {})]
+
+
+def outputs(results):
+    return {"write(w)": results[0]}
 
 
 # %% md
@@ -222,16 +236,15 @@ check_close(
 
 
 # %% check id=a5_kl_test
-def probe(ns):
-    latent_loss = need(ns, "latent_loss")
+def calls():
     seed_everything(53)
     mu, log_sigma = torch.randn(5, 3, 7), 0.3 * torch.randn(5, 3, 7)
-    return {
-        "L^z": latent_loss(mu, log_sigma),
-        "L^z when Q is the prior": latent_loss(
-            torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)
-        ),
-    }
+    prior = (torch.zeros(4, 2, 3), torch.zeros(4, 2, 3))
+    return [("latent_loss", (mu, log_sigma), {}), ("latent_loss", prior, {})]
+
+
+def outputs(results):
+    return {"L^z": results[0], "L^z when Q is the prior": results[1]}
 
 
 # %% forbid
