@@ -14,10 +14,11 @@ import torch
 
 # %% auto #0
 __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'budget_minutes',
-           'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
-           'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state',
-           'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
-           'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file']
+           'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'INT8_ROWS', 'InputError', 'Range', 'get_device', 'usable_cpus',
+           'busy_cpus', 'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state',
+           'set_rng_state', 'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps',
+           'save_checkpoint', 'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file', 'quantize_rows',
+           'dequantize_rows']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -371,12 +372,15 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
+        ck = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:
         raise ValueError(
             f"checkpoint {path} could not be loaded (truncated, corrupt, or not a torch"
             f" checkpoint): {e}"
         ) from e
+    if isinstance(ck, dict) and "int8_rows" in ck:  # int8 weights (INT8_ROWS, below)
+        ck = dequantize_rows(ck)
+    return ck
 
 # %% ../nbs/00_core.ipynb #3a6c0667
 import hashlib, importlib, json
@@ -418,3 +422,23 @@ def zoo_file(name: str, zoo=None) -> Path:
             "sat_tutorial"
         )
     return path
+
+# %% ../nbs/00_core.ipynb #ef76733b
+INT8_ROWS = "int8_rows"  # checkpoint key: {section: {name: {"q": int8, "scale": rows}}}
+
+
+def quantize_rows(w: torch.Tensor) -> dict:
+    "A weight (rows, …) as int8 with one float32 scale per row: {'q', 'scale'}."
+    rows = w.detach().float().reshape(len(w), -1)
+    scale = rows.abs().amax(1).clamp_min(1e-12) / 127  # (rows,)
+    q = torch.round(rows / scale[:, None]).clamp(-127, 127).to(torch.int8)
+    return {"q": q.reshape(w.shape), "scale": scale}
+
+
+def dequantize_rows(ck: dict) -> dict:
+    "A checkpoint with its int8 weights (`INT8_ROWS`) back in float32, in place."
+    for section, weights in ck.pop(INT8_ROWS).items():
+        for name, p in weights.items():
+            shape = (-1,) + (1,) * (p["q"].dim() - 1)
+            ck[section][name] = p["q"].float() * p["scale"].float().reshape(shape)
+    return ck
