@@ -13,11 +13,11 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'budget_minutes',
-           'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus',
-           'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state',
-           'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps', 'save_checkpoint',
-           'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file']
+__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'learning_rate', 'temperature', 'nonneg_float',
+           'clip_norm', 'unit_float', 'budget_minutes', 'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'InputError',
+           'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads', 'set_threads', 'add_threads_flag',
+           'seed_everything', 'rng_state', 'set_rng_state', 'check_shape', 'check_close', 'data_root', 'find_data',
+           'remove_stale_temps', 'save_checkpoint', 'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -87,10 +87,17 @@ positive_int = Range(int, lo=1)
 nonneg_int = Range(int, lo=0)
 #: what every generator accepts (NumPy's limit)
 seed_int = Range(int, lo=0, hi=2**32 - 1)
-#: learning rates, temperatures
+#: other numbers above 0
 positive_float = Range(float, lo=0, lo_open=True)
-#: clipping norms (0: off)
+#: learning rates: every optimiser here diverges long before 10, and 1e39 overflows
+#: float32 inside Adam, so a larger rate is a typo
+learning_rate = Range(float, lo=0, hi=10, lo_open=True)
+#: sampling temperatures T of p^(1/T): at 100 the samples are already near uniform
+temperature = Range(float, lo=0, hi=100, lo_open=True)
+#: lengths and weights that may be 0 (length normalisation)
 nonneg_float = Range(float, lo=0)
+#: gradient-clipping norms (0: off); a norm above 1e6 clips nothing
+clip_norm = Range(float, lo=0, hi=1e6)
 #: shares: max_missing
 unit_float = Range(float, lo=0, hi=1)
 #: minutes of a run's time budget or cap (0: off); 30 days at most, so that a typo

@@ -21,10 +21,11 @@ from sat_tutorial.core import (
     dropout_float,
     load_checkpoint,
     budget_minutes,
-    nonneg_float,
+    clip_norm,
+    learning_rate,
     nonneg_int,
-    positive_float,
     positive_int,
+    temperature,
     seed_int,
     unit_float,
 )
@@ -51,10 +52,10 @@ from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
 # %% auto #0
-__all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
-           'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
-           'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
-           'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
+__all__ = ['CONFIG_RANGES', 'MODEL_KWARG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config',
+           'captioner_class', 'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file',
+           'open_features', 'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate',
+           'caption_metrics', 'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
 # each captioner's module registers it with `@register` (notebook 05c): importing
@@ -78,13 +79,13 @@ CONFIG_RANGES = {
     "hidden_dim": Range(int, 1, 8192),
     "attention_dim": Range(int, 1, 8192),
     "dropout": dropout_float,
-    "lr": positive_float,
+    "lr": learning_rate,
     "warmup": Range(int, 0, 10**8),
     "batch_size": Range(int, 1, 4096),
     "length_pool": Range(int, 0, 10**4),
     "steps": Range(int, 0, 10**8),
     "epochs": Range(int, 1, 10**4),
-    "clip": nonneg_float,
+    "clip": clip_norm,
     "ema": dropout_float,
     "seed": seed_int,
     "num_workers": Range(int, 0, 64),
@@ -99,8 +100,11 @@ CONFIG_RANGES = {
     "n_test": Range(int, 0, 10**6),
     "min_count": Range(int, 1, 10**6),
     "scst_samples": Range(int, 1, 64),
-    "scst_temperature": positive_float,
+    "scst_temperature": temperature,
 }
+# the numeric options of --model-kwargs, for every captioner that has them: alpha_c
+# weighs the attention penalty, which below 0 becomes a reward (and the loss negative)
+MODEL_KWARG_RANGES = {"alpha_c": Range(float, 0, 100)}
 CONFIG_CHOICES = {
     "model": CAPTIONERS.keys(),  # live
     "data": ("scenes", "flickr8k", "flickr30k", "coco"),
@@ -214,6 +218,9 @@ class TrainConfig(_WhatIsTrained):
                 "model_kwargs (--model-kwargs) must be a JSON object of "
                 f"options, not {self.model_kwargs!r}"
             )
+        for name, rng in MODEL_KWARG_RANGES.items():
+            if name in self.model_kwargs:
+                rng.check(self.model_kwargs[name], f"--model-kwargs {name}")
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
