@@ -52,10 +52,10 @@ from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
 # %% auto #0
-__all__ = ['CONFIG_RANGES', 'MODEL_KWARG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config',
-           'captioner_class', 'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file',
-           'open_features', 'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate',
-           'caption_metrics', 'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
+__all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
+           'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
+           'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
+           'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
 # each captioner's module registers it with `@register` (notebook 05c): importing
@@ -65,7 +65,7 @@ import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
-from .captioner import CAPTIONERS, PRESETS
+from .captioner import CAPTIONERS, PRESETS, check_options
 
 # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses
 # them as its flags' types
@@ -102,9 +102,6 @@ CONFIG_RANGES = {
     "scst_samples": Range(int, 1, 64),
     "scst_temperature": temperature,
 }
-# the numeric options of --model-kwargs, for every captioner that has them: alpha_c
-# weighs the attention penalty, which below 0 becomes a reward (and the loss negative)
-MODEL_KWARG_RANGES = {"alpha_c": Range(float, 0, 100)}
 CONFIG_CHOICES = {
     "model": CAPTIONERS.keys(),  # live
     "data": ("scenes", "flickr8k", "flickr30k", "coco"),
@@ -213,14 +210,7 @@ class TrainConfig(_WhatIsTrained):
                     f"{name} must be one of {', '.join(allowed)}, not "
                     f"{getattr(self, name)!r}"
                 )
-        if not isinstance(self.model_kwargs, dict):
-            raise InputError(
-                "model_kwargs (--model-kwargs) must be a JSON object of "
-                f"options, not {self.model_kwargs!r}"
-            )
-        for name, rng in MODEL_KWARG_RANGES.items():
-            if name in self.model_kwargs:
-                rng.check(self.model_kwargs[name], f"--model-kwargs {name}")
+        check_options(self.model_kwargs)  # a dict; shared options in range (05c)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
