@@ -348,7 +348,7 @@ def check_demo_out(out: Path, overwrite: bool) -> list[Path]:
     demo already unless `overwrite` (the rule of `train --overwrite`). Returns the
     earlier model's files, to delete once the new model's first checkpoint exists."""
     check_out(out, False, overwrite, files=())  # a file, a read-only folder: refused
-    model = check_out(out / "model", False, True)  # the earlier model's files
+    model = check_out(out / "model", False, True, lock=False)  # earlier model's files
     there = [out / f for f in DEMO_FILES if (out / f).exists()] + model
     if there and not overwrite:
         names = ", ".join(str(p.relative_to(out)) for p in there[:4])

@@ -5,7 +5,7 @@
 # %% ../nbs/00_core.ipynb #9e57d39f
 from __future__ import annotations
 
-import argparse, math, os, random, tempfile, time, warnings
+import argparse, math, os, random, re, tempfile, time, warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,8 @@ __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'learning
            'clip_norm', 'unit_float', 'budget_minutes', 'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'InputError',
            'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads', 'set_threads', 'add_threads_flag',
            'seed_everything', 'rng_state', 'set_rng_state', 'check_shape', 'check_close', 'data_root', 'find_data',
-           'remove_stale_temps', 'save_checkpoint', 'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file']
+           'pid_alive', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint', 'zoo_manifest', 'sha256_file',
+           'zoo_file']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -80,7 +81,7 @@ class Range:
     def __repr__(self):
         return f"Range({self.what})"
 
-
+# %% ../nbs/00_core.ipynb #23774bd5
 #: sizes, counts, beam widths, lengths
 positive_int = Range(int, lo=1)
 #: 0 means "off" or "none"
@@ -321,18 +322,39 @@ def find_data(*parts: str, hint: str = "") -> Path:
         raise FileNotFoundError(msg + (" " + hint if hint else ""))
     return p
 
+# %% ../nbs/00_core.ipynb #639632cb
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (POSIX: signal 0 asks without
+    sending anything; a process of another user counts as running)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 # %% ../nbs/00_core.ipynb #73bf0564
-#: marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
+#: marks a checkpoint write in progress: `.<name>.<pid>-<random>.sat-partial`, with
+#: the pid of the process writing it
 TEMP_SUFFIX = ".sat-partial"
+_TEMP_PID = re.compile(r"\.(\d+)-[^.]*" + re.escape(TEMP_SUFFIX) + "$")
 
 
 def remove_stale_temps(folder, name: str = "*") -> list[Path]:
     """Delete what interrupted `save_checkpoint` writes left in `folder` (of target
-    `name`, or all); returns the paths removed."""
+    `name`, or all): the temp files whose writer is gone. Another live process's temp
+    is a write in progress and stays. Returns the paths removed."""
     folder, gone = Path(folder), []
     if not folder.is_dir():
         return gone
     for p in folder.glob(f".{name}.*{TEMP_SUFFIX}"):
+        m = _TEMP_PID.search(p.name)
+        pid = int(m.group(1)) if m else 0  # 0: a name without its writer's pid
+        if pid != os.getpid() and pid_alive(pid):
+            continue
         try:
             p.unlink()
             gone.append(p)
@@ -354,7 +376,7 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent, path.name)
     fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent
+        prefix=f".{path.name}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=path.parent
     )
     try:
         with os.fdopen(fd, "wb") as f:

@@ -217,7 +217,9 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     again += ["--n-test", "12", "--device", "cpu", "--seed", "1"]
     assert main(again) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "already holds a demo" in err[0] and "--overwrite" in err[0]
+    assert (
+        len(err) == 1 and "already holds a demo" in err[0] and "--overwrite" in err[0]
+    )
     assert md5() == first
     assert main(again + ["--overwrite"]) == 0  # replaced: the new run's files
     now = md5()
