@@ -324,10 +324,12 @@ def find_data(*parts: str, hint: str = "") -> Path:
 
 # %% ../nbs/00_core.ipynb #639632cb
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs on this machine (POSIX: signal 0 asks without
-    sending anything; a process of another user counts as running)."""
+    """Whether process `pid` runs on this machine (signal 0 asks without sending
+    anything; a process of another user counts as running; on Windows: always)."""
     if pid <= 0:
         return False
+    if os.name == "nt":  # signal 0 is CTRL_C_EVENT there: it would be sent
+        return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -333,8 +333,9 @@ def lock_run(out) -> Path:
                 continue
             if held[1] != me[1] or pid_alive(held[0]):
                 raise InputError(
-                    f"--out {out} is in use by process {held[0]} on {held[1]} (its "
-                    f"lock {lock}); wait for that run to end, or choose another --out"
+                    f"--out {out} is in use by process {held[0]} on {held[1]}: "
+                    "wait for that run to end, or choose another --out (if that "
+                    f"process is gone, delete its lock {lock})"
                 )
             _take_stale(lock, held)  # its process is gone
             time.sleep(0.01)
