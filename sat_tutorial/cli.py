@@ -237,7 +237,7 @@ def writable_file(path, flag: str) -> Path:
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import Interrupted, StopRun, replace_old
-from .runs import add_run_flags, check_run_flags
+from .runs import add_run_flags, check_run_flags, release_run
 
 # every training command checks --out with the Learner's `check_out` (notebook 12c)
 
@@ -342,6 +342,7 @@ def end_torchrun_worker(code: int) -> None:
     backend leaves behind can abort the process there (gloo: 'terminate called without
     an active exception', SIGABRT), and torchrun then fails the whole job and kills the
     other workers, process 0 included, even in its test evaluation."""
+    release_run()  # its lock on --out: os._exit skips the exit handlers
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -479,3 +480,5 @@ def main(argv=None) -> int:
         )  # one line, whatever the exception's text holds
         print(f"sat-tutorial: error: {msg}", file=sys.stderr)
         return 1
+    finally:
+        release_run()  # the lock on --out (notebook 12f), and a folder made for it

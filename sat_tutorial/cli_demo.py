@@ -11,12 +11,12 @@ from pathlib import Path
 import torch
 
 from .cli import HelpFormatter, writable_file
+from .learner import check_out, replace_old
 from sat_tutorial.core import (
     InputError,
     Range,
     add_threads_flag,
     get_device,
-    positive_float,
     seed_int,
     unit_float,
 )
@@ -24,7 +24,7 @@ from .runs import BATCH_SIZE
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0
-__all__ = ['DEMO_STEPS', 'split_list', 'add_extract', 'cmd_extract', 'cmd_demo', 'add_demo']
+__all__ = ['DEMO_STEPS', 'DEMO_FILES', 'split_list', 'add_extract', 'cmd_extract', 'check_demo_out', 'cmd_demo', 'add_demo']
 
 # %% ../nbs/13d_cli_demo.ipynb #5a0e961a
 def split_list(text: str) -> list[str]:
@@ -229,10 +229,11 @@ def _pyplot():
     return plt
 
 
-def _demo_train(args, out: Path):
+def _demo_train(args, out: Path, on_saved=None):
     """Build the scenes, draw eight of them to scenes.png, and train soft attention for
-    `args.steps` steps, stopped at `args.minutes`. Returns the configuration, the
-    scenes, what the run did, and the note that says it was cut short (or None)."""
+    `args.steps` steps, stopped at `args.minutes` (`on_saved`: `fit`'s, once the first
+    checkpoint is written). Returns the configuration, the scenes, what the run did,
+    and the note that says it was cut short (or None)."""
     from sat_tutorial.scenes import show_scenes
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_records, scenes_config
@@ -263,7 +264,12 @@ def _demo_train(args, out: Path):
         f"the run stops at {args.minutes:g} min whatever the step)"
     )
     summary = fit(
-        cfg, out / "model", records=recs, device=args.device, time_cap=args.minutes
+        cfg,
+        out / "model",
+        records=recs,
+        device=args.device,
+        time_cap=args.minutes,
+        on_saved=on_saved,
     )
     done = summary["steps"]
     run = {
@@ -334,16 +340,34 @@ def _demo_evaluate(out: Path, cfg, recs, run: dict):
     return m, caps, sample
 
 # %% ../nbs/13d_cli_demo.ipynb #b04897e3
+DEMO_FILES = ("metrics.json", "captions.json", "scenes.png")  # beside model/
+
+
+def check_demo_out(out: Path, overwrite: bool) -> list[Path]:
+    """`demo --out`: a folder (or none yet) that can be written, and not one holding a
+    demo already unless `overwrite` (the rule of `train --overwrite`). Returns the
+    earlier model's files, to delete once the new model's first checkpoint exists."""
+    check_out(out, False, overwrite, files=())  # a file, a read-only folder: refused
+    model = check_out(out / "model", False, True, lock=False)  # earlier model's files
+    there = [out / f for f in DEMO_FILES if (out / f).exists()] + model
+    if there and not overwrite:
+        names = ", ".join(str(p.relative_to(out)) for p in there[:4])
+        raise InputError(
+            f"--out {out} already holds a demo ({names}); pass --overwrite to "
+            "replace it, or choose another --out"
+        )
+    return model
+
+
 def cmd_demo(args) -> int:
     """Train a soft-attention captioner on scenes for a fixed number of steps, evaluate
     it, and draw its attention."""
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file, not a folder")
+    old = check_demo_out(out, args.overwrite)
     get_device(args.device)  # a bad --device fails before the scenes are built
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cfg, recs, run, cut = _demo_train(args, out)
+    cfg, recs, run, cut = _demo_train(args, out, lambda new: replace_old(old, new))
     m, caps, sample = _demo_evaluate(out, cfg, recs, run)
     print(
         " ".join(
@@ -379,6 +403,12 @@ def add_demo(sub) -> None:
     )
     p.add_argument("--out", default="demo_out", help="output folder")
     p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the demo already in OUT (its model's files are deleted once the "
+        "new model has written its first checkpoint; the rest is written anew)",
+    )
+    p.add_argument(
         "--steps",
         type=Range(int, 1, 10**6),
         default=DEMO_STEPS,
@@ -386,7 +416,7 @@ def add_demo(sub) -> None:
     )
     p.add_argument(
         "--minutes",
-        type=positive_float,
+        type=Range(float, 0, 43_200, lo_open=True),  # 30 days, as --time-budget
         default=30.0,
         help="stop training after this many minutes even if steps remain "
         "(a cap for a very slow or busy machine; the run then says it was cut short)",

@@ -5,7 +5,7 @@
 # %% ../nbs/00_core.ipynb #9e57d39f
 from __future__ import annotations
 
-import argparse, math, os, random, tempfile, time, warnings
+import argparse, math, os, random, re, tempfile, time, warnings
 from pathlib import Path
 from typing import Any
 
@@ -13,12 +13,12 @@ import numpy as np
 import torch
 
 # %% auto #0
-__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'nonneg_float', 'unit_float', 'budget_minutes',
-           'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'INT8_ROWS', 'InputError', 'Range', 'get_device', 'usable_cpus',
-           'busy_cpus', 'default_threads', 'set_threads', 'add_threads_flag', 'seed_everything', 'rng_state',
-           'set_rng_state', 'check_shape', 'check_close', 'data_root', 'find_data', 'remove_stale_temps',
-           'save_checkpoint', 'load_checkpoint', 'zoo_manifest', 'sha256_file', 'zoo_file', 'quantize_rows',
-           'dequantize_rows']
+__all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'learning_rate', 'temperature', 'nonneg_float',
+           'clip_norm', 'unit_float', 'budget_minutes', 'dropout_float', 'TEMP_SUFFIX', 'ZOO_DIR', 'INT8_ROWS',
+           'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads', 'set_threads',
+           'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state', 'check_shape', 'check_close',
+           'data_root', 'find_data', 'pid_alive', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint',
+           'zoo_manifest', 'sha256_file', 'zoo_file', 'quantize_rows', 'dequantize_rows']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -81,17 +81,24 @@ class Range:
     def __repr__(self):
         return f"Range({self.what})"
 
-
+# %% ../nbs/00_core.ipynb #23774bd5
 #: sizes, counts, beam widths, lengths
 positive_int = Range(int, lo=1)
 #: 0 means "off" or "none"
 nonneg_int = Range(int, lo=0)
 #: what every generator accepts (NumPy's limit)
 seed_int = Range(int, lo=0, hi=2**32 - 1)
-#: learning rates, temperatures
+#: other numbers above 0
 positive_float = Range(float, lo=0, lo_open=True)
-#: clipping norms (0: off)
+#: learning rates: every optimiser here diverges long before 10, and 1e39 overflows
+#: float32 inside Adam, so a larger rate is a typo
+learning_rate = Range(float, lo=0, hi=10, lo_open=True)
+#: sampling temperatures T of p^(1/T): at 100 the samples are already near uniform
+temperature = Range(float, lo=0, hi=100, lo_open=True)
+#: lengths and weights that may be 0 (length normalisation)
 nonneg_float = Range(float, lo=0)
+#: gradient-clipping norms (0: off); a norm above 1e6 clips nothing
+clip_norm = Range(float, lo=0, hi=1e6)
 #: shares: max_missing
 unit_float = Range(float, lo=0, hi=1)
 #: minutes of a run's time budget or cap (0: off); 30 days at most, so that a typo
@@ -315,18 +322,41 @@ def find_data(*parts: str, hint: str = "") -> Path:
         raise FileNotFoundError(msg + (" " + hint if hint else ""))
     return p
 
+# %% ../nbs/00_core.ipynb #639632cb
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs on this machine (signal 0 asks without sending
+    anything; a process of another user counts as running; on Windows: always)."""
+    if pid <= 0:
+        return False
+    if os.name == "nt":  # signal 0 is CTRL_C_EVENT there: it would be sent
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
 # %% ../nbs/00_core.ipynb #73bf0564
-#: marks a checkpoint write in progress: `.<name>.<random>.sat-partial`
+#: marks a checkpoint write in progress: `.<name>.<pid>-<random>.sat-partial`, with
+#: the pid of the process writing it
 TEMP_SUFFIX = ".sat-partial"
+_TEMP_PID = re.compile(r"\.(\d+)-[^.]*" + re.escape(TEMP_SUFFIX) + "$")
 
 
 def remove_stale_temps(folder, name: str = "*") -> list[Path]:
     """Delete what interrupted `save_checkpoint` writes left in `folder` (of target
-    `name`, or all); returns the paths removed."""
+    `name`, or all): the temp files whose writer is gone. Another live process's temp
+    is a write in progress and stays. Returns the paths removed."""
     folder, gone = Path(folder), []
     if not folder.is_dir():
         return gone
     for p in folder.glob(f".{name}.*{TEMP_SUFFIX}"):
+        m = _TEMP_PID.search(p.name)
+        pid = int(m.group(1)) if m else 0  # 0: a name without its writer's pid
+        if pid != os.getpid() and pid_alive(pid):
+            continue
         try:
             p.unlink()
             gone.append(p)
@@ -348,7 +378,7 @@ def save_checkpoint(obj: Any, path: str | os.PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(path.parent, path.name)
     fd, tmp = tempfile.mkstemp(
-        prefix=f".{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent
+        prefix=f".{path.name}.{os.getpid()}-", suffix=TEMP_SUFFIX, dir=path.parent
     )
     try:
         with os.fdopen(fd, "wb") as f:

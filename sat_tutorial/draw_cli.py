@@ -15,7 +15,7 @@ from sat_tutorial.core import (
     InputError,
     Range,
     get_device,
-    positive_float,
+    learning_rate,
     rng_state,
     seed_everything,
     seed_int,
@@ -224,7 +224,7 @@ def _train_flags(t: argparse.ArgumentParser) -> None:
         help="total optimisation steps",
     )
     t.add_argument("--batch-size", type=Range(int, 1, 4096), default=64)
-    t.add_argument("--lr", type=positive_float, default=1e-3, help="Adam learning rate")
+    t.add_argument("--lr", type=learning_rate, default=1e-3, help="Adam learning rate")
     t.add_argument("--seed", type=seed_int, default=0)
     t.add_argument(
         "--binarization",

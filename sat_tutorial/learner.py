@@ -460,13 +460,19 @@ RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")
 
 # %% ../nbs/12c_fit.ipynb #202cfd8f
 def check_out(
-    out, resume: bool, overwrite: bool, files=RUN_FILES, last: str | None = "last.pt"
+    out,
+    resume: bool,
+    overwrite: bool,
+    files=RUN_FILES,
+    last: str | None = "last.pt",
+    lock: bool = True,
 ) -> list[Path]:
     """The output-folder check of every training command, before anything is written:
     `--out` must be a folder (or not exist yet) under folders, writable; a folder
     holding a run (`files`, `val_step*.pt`) is refused unless --resume continues it
-    (from `last`) or --overwrite replaces it. Returns the old run's files to delete once
-    the new run has written its first checkpoint (`--overwrite`), else []."""
+    (from `last`) or --overwrite replaces it. Then (`lock`) this process claims the
+    folder (`runs.lock_run`). Returns the old run's files to delete once the new run
+    has written its first checkpoint (`--overwrite`), else []."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file, not a folder")
@@ -493,6 +499,10 @@ def check_out(
             "pass --resume to continue it, --overwrite to replace it, or choose "
             "another --out"
         )
+    if lock:  # notebook 12f
+        from sat_tutorial.runs import lock_run
+
+        lock_run(out)
     return old if overwrite else []
 
 # %% ../nbs/12c_fit.ipynb #cc996a6c

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 import numpy as np
 import torch
-from .core import Range, positive_float, seed_int
+from .core import Range, learning_rate, seed_int
 from .ocr import BLOCKS, OCR_BOUNDS, OCRConfig, evaluate_ocr, load_ocr
 from .ocr_training import train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image
@@ -113,7 +113,7 @@ def _train_flags(t: argparse.ArgumentParser) -> None:
         )
     t.add_argument(
         "--lr",
-        type=positive_float,
+        type=learning_rate,
         default=OCRConfig.lr,
         help="Adam learning rate (default: %(default)s)",
     )

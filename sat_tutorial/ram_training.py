@@ -5,7 +5,7 @@
 # %% ../nbs/03b_ram_training.ipynb #b8398d14
 from __future__ import annotations
 
-import argparse, json, sys, time
+import argparse, json, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
@@ -350,9 +350,11 @@ def train_ram(
     set), `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with
     `cfg.val` the model returned has the best weights. `--out` is checked first."""
     ckpt = Path(out) / "ram.pt" if out is not None else None
-    old = check_out(out, resume, overwrite, RAM_FILES, None) if out is not None else []
-    if resume and ckpt is not None and not ckpt.exists():
-        print(f"note: {ckpt} does not exist yet: starting a new run", file=sys.stderr)
+    old = (
+        check_out(out, resume, overwrite, RAM_FILES, "ram.pt")
+        if out is not None
+        else []
+    )
     device = get_device(device)
     seed_everything(cfg.seed)
     train, test, val, probe = _ram_data(cfg, train_data, test_data, download)
@@ -375,7 +377,7 @@ def train_ram(
         [clock, Limits(clock), means, validate, *schedule, *cbs]
         + [Checkpoint(save, per_epoch), ProgressBar(f"ram {cfg.task}", progress)],
     )
-    if resume and ckpt is not None and ckpt.exists():
+    if resume and ckpt is not None:
         _resume(learn, ckpt, cfg, model, opt, validate, device)
     model.train()
     learn.fit()

@@ -5,7 +5,7 @@
 # %% ../nbs/12f_runs.ipynb #adf37b66
 from __future__ import annotations
 
-import argparse, importlib, json, re
+import argparse, atexit, contextlib, importlib, json, os, re, socket, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,6 +19,7 @@ from sat_tutorial.core import (
     get_device,
     load_checkpoint,
     budget_minutes,
+    pid_alive,
     ZOO_DIR,
     sha256_file,
     zoo_file,
@@ -27,9 +28,9 @@ from sat_tutorial.core import (
 from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'format_tag',
-           'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'run_path', 'RunRecord',
-           'load_run', 'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'LOCK_NAME', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE',
+           'format_tag', 'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'run_path',
+           'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags', 'lock_run', 'release_run']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -270,6 +271,101 @@ def check_run_flags(args, files=RUN_FILES, last: str | None = "last.pt") -> list
     old = check_out(args.out, args.resume, args.overwrite, files, last)
     get_device(args.device)
     return old
+
+# %% ../nbs/12f_runs.ipynb #b759370b
+LOCK_NAME = ".sat-lock"  # in the run folder: "<pid> <host>" of the process it is for
+_HELD: dict = {}  # the run folders this process holds → whether it made the folder
+
+
+def _holder(lock: Path) -> tuple | None:
+    "(pid, host) in `lock`, or None if it is empty (being written) or gone."
+    try:
+        pid, host = lock.read_text().split()
+        return int(pid), host
+    except (OSError, ValueError):
+        return None
+
+
+def _take_stale(lock: Path, stale) -> None:
+    """Delete `lock` if it still holds `stale`: under a second lock (`.take`, made
+    with O_EXCL too), so that of two processes that found it stale only one deletes
+    it, never the new lock the other made meanwhile."""
+    take = lock.with_name(lock.name + ".take")
+    try:
+        os.close(os.open(take, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        with contextlib.suppress(OSError):
+            if time.time() - take.stat().st_mtime > 10:  # its taker was killed
+                take.unlink(missing_ok=True)
+        return
+    try:
+        if _holder(lock) == stale:
+            lock.unlink(missing_ok=True)
+    finally:
+        take.unlink(missing_ok=True)
+
+# %% ../nbs/12f_runs.ipynb #af232f35
+def lock_run(out) -> Path:
+    """Claim the run folder `out` for this process before it writes there: the lock
+    file `out/.sat-lock`, made with O_CREAT|O_EXCL (of several processes, one makes
+    it), holds this process's pid and host. Another live process's lock is one line
+    naming that process; a lock whose process is gone (on this host) is stale and
+    taken over; this process's own is kept. `release_run`, or the process's end,
+    removes it."""
+    out = Path(out)
+    if int(os.environ.get("RANK", "0") or 0):  # torchrun: process 0 holds it
+        return out / LOCK_NAME
+    made = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    lock, me = out / LOCK_NAME, (os.getpid(), socket.gethostname())
+    for _ in range(100):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            held = _holder(lock)
+            if held == me:
+                break
+            if held is None:  # being written (or emptied by a kill: stale in 10 s)
+                with contextlib.suppress(OSError):
+                    if time.time() - lock.stat().st_mtime > 10:
+                        _take_stale(lock, None)
+                time.sleep(0.05)
+                continue
+            if held[1] != me[1] or pid_alive(held[0]):
+                raise InputError(
+                    f"--out {out} is in use by process {held[0]} on {held[1]}: "
+                    "wait for that run to end, or choose another --out (if that "
+                    f"process is gone, delete its lock {lock})"
+                )
+            _take_stale(lock, held)  # its process is gone
+            time.sleep(0.01)
+            continue
+        with os.fdopen(fd, "w") as f:
+            f.write(f"{me[0]} {me[1]}\n")
+        break
+    else:
+        raise InputError(f"--out {out}: could not take its lock {lock}; try again")
+    _HELD.setdefault(out.resolve(), made)
+    return lock
+
+
+def release_run(out=None) -> None:
+    """Remove this process's lock on `out` (None: on every folder it holds), and the
+    folder itself where `lock_run` made it and nothing else was written there."""
+    folders = list(_HELD) if out is None else [Path(out).resolve()]
+    for folder in folders:
+        if folder not in _HELD:
+            continue
+        made = _HELD.pop(folder)
+        lock = folder / LOCK_NAME
+        if _holder(lock) == (os.getpid(), socket.gethostname()):
+            lock.unlink(missing_ok=True)
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only if empty
+
+
+atexit.register(release_run)
 
 # %% ../nbs/12f_runs.ipynb #7a1bbc15
 BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20

@@ -21,10 +21,11 @@ from sat_tutorial.core import (
     dropout_float,
     load_checkpoint,
     budget_minutes,
-    nonneg_float,
+    clip_norm,
+    learning_rate,
     nonneg_int,
-    positive_float,
     positive_int,
+    temperature,
     seed_int,
     unit_float,
 )
@@ -64,7 +65,7 @@ import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
-from .captioner import CAPTIONERS, PRESETS
+from .captioner import CAPTIONERS, PRESETS, check_options
 
 # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses
 # them as its flags' types
@@ -78,13 +79,13 @@ CONFIG_RANGES = {
     "hidden_dim": Range(int, 1, 8192),
     "attention_dim": Range(int, 1, 8192),
     "dropout": dropout_float,
-    "lr": positive_float,
+    "lr": learning_rate,
     "warmup": Range(int, 0, 10**8),
     "batch_size": Range(int, 1, 4096),
     "length_pool": Range(int, 0, 10**4),
     "steps": Range(int, 0, 10**8),
     "epochs": Range(int, 1, 10**4),
-    "clip": nonneg_float,
+    "clip": clip_norm,
     "ema": dropout_float,
     "seed": seed_int,
     "num_workers": Range(int, 0, 64),
@@ -99,7 +100,7 @@ CONFIG_RANGES = {
     "n_test": Range(int, 0, 10**6),
     "min_count": Range(int, 1, 10**6),
     "scst_samples": Range(int, 1, 64),
-    "scst_temperature": positive_float,
+    "scst_temperature": temperature,
 }
 CONFIG_CHOICES = {
     "model": CAPTIONERS.keys(),  # live
@@ -209,11 +210,7 @@ class TrainConfig(_WhatIsTrained):
                     f"{name} must be one of {', '.join(allowed)}, not "
                     f"{getattr(self, name)!r}"
                 )
-        if not isinstance(self.model_kwargs, dict):
-            raise InputError(
-                "model_kwargs (--model-kwargs) must be a JSON object of "
-                f"options, not {self.model_kwargs!r}"
-            )
+        check_options(self.model_kwargs)  # a dict; shared options in range (05c)
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":

@@ -1,6 +1,6 @@
 """The `sat-tutorial` command as a user runs it: every subcommand's --help, and the RAM and DRAW commands end to end."""
 
-import json, os, re, subprocess, sys
+import hashlib, json, os, re, subprocess, sys
 from pathlib import Path
 
 import pytest
@@ -205,6 +205,26 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
     assert "scenes.png" in pngs and "attention_0.png" in pngs
     assert all((tmp_path / p).read_bytes()[:4] == b"\x89PNG" for p in pngs)
     assert str(tmp_path / "metrics.json") in capsys.readouterr().out
+    # a second demo into the same folder is refused, and the first one's files stay
+    md5 = lambda: {
+        str(p.relative_to(tmp_path)): hashlib.md5(p.read_bytes()).hexdigest()
+        for p in tmp_path.rglob("*")
+        if p.is_file()
+    }
+    first = md5()
+    assert {"metrics.json", "model/best.pt", "model/last.pt"} <= set(first)
+    again = ["demo", "--out", str(tmp_path), "--steps", "5", "--n-train", "64"]
+    again += ["--n-test", "12", "--device", "cpu", "--seed", "1"]
+    assert main(again) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert (
+        len(err) == 1 and "already holds a demo" in err[0] and "--overwrite" in err[0]
+    )
+    assert md5() == first
+    assert main(again + ["--overwrite"]) == 0  # replaced: the new run's files
+    now = md5()
+    assert json.loads((tmp_path / "metrics.json").read_text())["steps_done"] == 5
+    assert now["model/best.pt"] != first["model/best.pt"]
 
 
 def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):

@@ -101,3 +101,30 @@ def test_untrusted_pickle_refused(tmp_path):
     torch.save({"f": os.system}, p)
     with pytest.raises(ValueError, match="evil.pt could not be loaded"):
         load_checkpoint(p)
+
+
+def test_stale_temp_cleanup_spares_a_live_process(tmp_path):
+    """A checkpoint write's temp file names its process: the next write removes the
+    temp of a process that is gone, never one of a process that still runs (another
+    run's write in progress)."""
+    from sat_tutorial.core import TEMP_SUFFIX
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+    )
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead_tmp = tmp_path / f".last.pt.{int(gone.stdout)}-ab12{TEMP_SUFFIX}"
+        live_tmp = tmp_path / f".last.pt.{live.pid}-cd34{TEMP_SUFFIX}"
+        for p in (dead_tmp, live_tmp):
+            p.write_bytes(b"half a checkpoint")
+        with pytest.warns(UserWarning, match="interrupted checkpoint write"):
+            save_checkpoint({"step": 1}, tmp_path / "last.pt")
+        assert not dead_tmp.exists() and live_tmp.exists()
+        names = sorted(p.name for p in tmp_path.iterdir())
+        assert names == [live_tmp.name, "last.pt"]  # and its own temp is gone
+    finally:
+        live.kill()
+        live.wait()

@@ -327,6 +327,14 @@ RANGES = {
         "--n",
         "100000",
     ],
+    # rates: 1e39 overflows float32 inside Adam
+    "train --lr 1e39": ["train", *RUN, "--lr", "1e39"],
+    "train --clip 1e39": ["train", *RUN, "--clip", "1e39"],
+    "train --scst-temperature 1e39": ["train", *RUN, "--scst-temperature", "1e39"],
+    "draw train --lr 1e39": ["draw", "train", "--out", "{w}/draw", "--lr", "1e39"],
+    "ocr train --lr 1e39": ["ocr", "train", "--out", "{w}/draw", "--lr", "1e39"],
+    "ram train --lr 1e39": ["ram", "train", "--out", "{w}/draw", "--lr", "1e39"],
+    "demo --minutes 1e9": ["demo", "--out", "{w}/demo", "--minutes", "1e9"],
 }
 
 
@@ -357,6 +365,10 @@ ERRORS = {
     "train --model-kwargs unknown option": (
         ["train", *RUN, *TINY, "--model-kwargs", '{"bogus": 1}'],
         "--model-kwargs",
+    ),
+    "train --model-kwargs alpha_c below 0": (
+        ["train", *RUN, *TINY, "--model-kwargs", '{"alpha_c": -5}'],
+        "--model-kwargs alpha_c must be a number ≥ 0",
     ),
     "train --init-from text file": (
         ["train", *RUN, *TINY, "--init-from", "{w}/text.pt"],

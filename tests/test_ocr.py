@@ -350,6 +350,7 @@ def test_cli_help_lists_the_commands(monkeypatch, capsys):
     [
         (["ocr", "train", "--steps", "0"], "--steps"),
         (["ocr", "train", "--lr", "nan"], "--lr"),
+        (["ocr", "train", "--lr", "1e39"], "--lr"),
         (["ocr", "train", "--time-budget", "-1"], "--time-budget"),
         (["ocr", "train", "--iterations", "100000"], "--iterations"),
         (["ocr", "train", "--n-train", "200001"], "--n-train"),

@@ -2,13 +2,13 @@
 shapes, gradient routing, the REINFORCE estimator, checkpoints/resume and the `ram`
 command line (the data: tests/test_mnist.py)."""
 
-import argparse, gzip, json, math, os
+import argparse, gzip, hashlib, json, math, os
 
 import numpy as np
 import pytest
 import torch
 
-from sat_tutorial.core import data_root
+from sat_tutorial.core import InputError, data_root
 from sat_tutorial.ram import (
     TASKS,
     GlimpseMNIST,
@@ -689,6 +689,33 @@ def test_train_refuses_to_replace_a_run(tmp_path, capsys):
     assert _main(argv + ["--overwrite"], capsys)[0] == 0
     rc, err = _main(argv + ["--overwrite", "--resume"], capsys)  # contradictory
     assert rc == 1 and "give one of them" in _one_line(err, "--resume", "--overwrite")
+
+
+def _md5s(folder) -> dict:
+    return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+def test_resume_without_ram_pt_is_refused(tmp_path, capsys):
+    """--resume where there is no ram.pt to continue: a folder whose run lost its
+    ram.pt (its best.pt and metrics.json stay as they were) and a mistyped folder
+    (not created) are each one line, before any data is read."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "best.pt").write_bytes(b"the earlier run's best weights")
+    (run / "metrics.json").write_text('{"test_error": 0.01}')
+    before = _md5s(run)
+    argv = ["ram", "train", "--steps", "2", "--quiet", "--device", "cpu", "--resume"]
+    rc, err = _main(argv + ["--out", str(run)], capsys)
+    assert rc == 1 and "no run to resume" in _one_line(err, str(run), "ram.pt")
+    assert _md5s(run) == before
+    typo = tmp_path / "rnu"
+    rc, err = _main(argv + ["--out", str(typo)], capsys)
+    assert rc == 1 and "no run to resume" in _one_line(err, str(typo), "ram.pt")
+    assert not typo.exists()
+    cfg, tr, te = _tiny(steps=1)  # the same from Python
+    with pytest.raises(InputError, match="no run to resume"):
+        train_ram(cfg, out=run, resume=True, train_data=tr, test_data=te)
+    assert _md5s(run) == before
 
 
 def test_evaluate_from_random_first_glimpses():

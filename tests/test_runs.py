@@ -1,8 +1,10 @@
 """The run format (notebook 12f): the registry, save_run/load_run round trips, and the
 one-line refusals: another kind, an unknown kind, a newer version, NaN weights, weights
-that do not fit, a failed write; and the flags every training command shares."""
+that do not fit, a failed write; the flags every training command shares, and the lock
+a run takes on its folder (a second process refused by name, a killed run's lock taken
+over)."""
 
-import argparse
+import argparse, os, subprocess, sys
 
 import pytest
 import torch
@@ -224,3 +226,54 @@ def test_run_flags_share_help_and_checks(tmp_path):
     args.out, args.device = str(tmp_path / "r"), "tpu9"
     with pytest.raises(InputError, match="is not a device"):
         check_run_flags(args)
+
+
+def _holding(out) -> subprocess.Popen:
+    "Another process that claims the run folder `out` (as a training command does) and waits."
+    code = (
+        "import sys, time; from sat_tutorial.learner import check_out; "
+        "check_out(sys.argv[1], False, False); print('locked', flush=True); "
+        "time.sleep(120)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code, str(out)], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout.readline().strip() == "locked"
+    return p
+
+
+def test_a_live_run_locks_its_folder_and_a_killed_ones_lock_is_taken_over(
+    tmp_path, capsys
+):
+    """A second process that would write to a folder a live run holds is refused in one
+    line naming that run's pid, from Python and from the command line (nothing written);
+    once that run is killed (kill -9: it removes nothing), its lock is stale and the
+    next run takes it over; a command releases its lock when it ends."""
+    from sat_tutorial.cli import main
+    from sat_tutorial.learner import check_out
+    from sat_tutorial.runs import LOCK_NAME, release_run
+
+    out = tmp_path / "run"
+    other = _holding(out)
+    try:
+        with pytest.raises(InputError, match=f"in use by process {other.pid} on "):
+            check_out(out, False, False)
+        for argv in (
+            ["train", "--out", str(out)],
+            ["draw", "train", "--out", str(out)],
+        ):
+            assert main([*argv, "--device", "cpu"]) == 1
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and f"in use by process {other.pid}" in err[0]
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]
+    finally:
+        other.kill()  # SIGKILL: the lock file stays behind, stale
+        other.wait()
+    assert (out / LOCK_NAME).read_text().split()[0] == str(other.pid)
+    assert check_out(out, False, False) == []  # taken over
+    assert (out / LOCK_NAME).read_text().split()[0] == str(os.getpid())
+    release_run(out)
+    assert not (out / LOCK_NAME).exists()
+    fresh = tmp_path / "fresh"  # a command that fails after claiming a new folder
+    assert main(["train", "--out", str(fresh), "--device", "tpu9"]) == 1
+    assert not fresh.exists()  # released, and the folder made for it removed
