@@ -3,6 +3,7 @@ agrees with its manifest entry, the whole zoo fits its budget, a damaged file is
 line, and the names work in the command line and the Python API."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -105,6 +106,31 @@ def test_a_name_captions_from_python_and_the_command_line(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert r.text.split()[0] in p.stdout
+
+
+@pytest.mark.skipif(
+    "soft-flickr8k" not in ENTRIES, reason="no soft-flickr8k in the zoo"
+)
+def test_the_photo_model_captions_a_photograph_offline(tmp_path):
+    "README's promise: with the lite extra and no network, a real photo is captioned."
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the lite extra")
+    data = pytest.importorskip("skimage.data", reason="scikit-image has the photo")
+    Image.fromarray(data.stereo_motorcycle()[0]).save(tmp_path / "photo.jpg")
+    p = subprocess.run(
+        [
+            str(EXE),
+            "caption",
+            "--checkpoint",
+            "soft-flickr8k",
+            str(tmp_path / "photo.jpg"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "SAT_TUTORIAL_OFFLINE": "1"},
+    )
+    assert p.returncode == 0, p.stderr
+    assert "bike" in p.stdout.split(":", 1)[1], p.stdout  # what the photo shows
 
 
 @pytest.mark.skipif("ram-mnist" not in ENTRIES, reason="the zoo has no ram-mnist")

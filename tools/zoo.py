@@ -253,6 +253,8 @@ TARGETS = {  # issue 58's bar for each model, and the paper's number where it ha
 
 def _metric(e: dict) -> str:
     m = e["metrics"]
+    if e["kind"] == "captioner" and "attention_correctness" not in m:  # photos
+        return f"BLEU-4 {m['bleu4']:.2f}, METEOR {m['meteor']:.2f}"
     if e["kind"] == "captioner":
         return f"BLEU-4 {m['bleu4']:.2f}, correctness {m['attention_correctness']:.3f}"
     if e["kind"] == "ocr":
