@@ -10,6 +10,7 @@ SHA-256.
     python tools/zoo.py pack soft-scenes      # only pack zoo_runs/NAME and enter it
     python tools/zoo.py list                  # the recipes
     python tools/zoo.py table                 # the manifest as bench/RESULTS.md's table
+    python tools/zoo.py curves draw-mnist     # enter a run's learning curve only
 
 `make weights` runs `build`, `make weights NAME=soft-scenes` builds one. Retrain a model
 only when its code changes: every build adds its weights to git's history.
@@ -214,6 +215,44 @@ def train(name: str) -> dict:
     return info
 
 
+def curve(name: str, points: int = 40) -> dict | None:
+    """A run's learning curve, small enough for the manifest: DRAW's training bound
+    (mean per 1/40 of the run), RAM's validation error per epoch; minutes at step s
+    taken as s / steps × the run's minutes (None for the other kinds)."""
+    import numpy as np
+    import torch
+
+    kind, out = RECIPES[name][0], RUNS / name
+    if kind == "draw":
+        ck = torch.load(out / "checkpoint.pt", map_location="cpu", weights_only=True)
+        loss, minutes = np.asarray(ck["losses"]), float(ck["minutes"])
+        bins = np.array_split(np.arange(len(loss)), points)
+        return {
+            "minutes": [round((b[-1] + 1) / len(loss) * minutes, 3) for b in bins],
+            "train_bound": [round(float(loss[b].mean()), 2) for b in bins],
+        }
+    if kind == "ram":
+        m = json.loads((out / "metrics.json").read_text())
+        per_step = m["train_seconds"] / 60 / m["step"]
+        evals = [e for e in m["evals"] if e["on"] == "validation"]
+        return {
+            "minutes": [round(e["step"] * per_step, 3) for e in evals],
+            "val_error": [e["error"] for e in evals],
+        }
+    return None
+
+
+def add_curves(names) -> None:
+    "Enter each run's curve in its manifest entry (the weights and their hash stay)."
+    from sat_tutorial import pretrained
+    from sat_tutorial.core import ZOO_DIR, zoo_manifest
+
+    for e in zoo_manifest():
+        if e["name"] in names and (c := curve(e["name"])):
+            pretrained._write_manifest(ZOO_DIR, {**e, "curve": c})
+            print(f"{e['name']}: curve of {len(c['minutes'])} points", flush=True)
+
+
 def pack(name: str) -> dict:
     "Pack zoo_runs/NAME into the package and enter it in the manifest."
     from sat_tutorial import pretrained
@@ -231,6 +270,7 @@ def pack(name: str) -> dict:
         metrics=metrics,
         int8=name in INT8,
         **info,
+        **({"curve": c} if (c := curve(name)) else {}),
     )
     print(json.dumps(entry, indent=1), flush=True)
     return entry
@@ -293,7 +333,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("action", choices=["build", "train", "pack", "list", "table"])
+    ap.add_argument(
+        "action", choices=["build", "train", "pack", "list", "table", "curves"]
+    )
     ap.add_argument("names", nargs="*", help="recipes (default: all)")
     args = ap.parse_args(argv)
     names = args.names or list(RECIPES)
@@ -302,6 +344,9 @@ def main(argv=None) -> int:
         ap.error(f"unknown model {', '.join(unknown)}; known: {', '.join(RECIPES)}")
     if args.action == "table":
         print(table())
+        return 0
+    if args.action == "curves":  # the learning curves of the runs in zoo_runs/
+        add_curves(names)
         return 0
     for n in names:
         if args.action == "list":
