@@ -17,7 +17,7 @@ from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'CaptionPipeline', 'ImageCaptioner', 'load_captioner']
+__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'CaptionPipeline', 'ImageCaptioner', 'photo_reader', 'load_captioner']
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
@@ -303,6 +303,17 @@ class ImageCaptioner(CaptionPipeline):
         )
 
 # %% ../nbs/13_api.ipynb #104ec58e
+def photo_reader(cfg, device="cpu") -> tuple:
+    """For a captioner trained on stored features: the backbone that made them (its
+    weights, grid and image size as the configuration records), in eval mode, and the
+    configuration with `features` unset, so that images are read through it."""
+    from dataclasses import replace
+    from sat_tutorial.encoders import build_encoder
+
+    enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid)
+    return enc.to(device).eval(), replace(cfg, features=None)
+
+
 def load_captioner(
     checkpoint, device=None, reads: str | None = None, live: bool = False
 ) -> ImageCaptioner:
@@ -311,8 +322,6 @@ def load_captioner(
     or 'auto' for a GPU where there is one; `reads`: hard attention's test-time
     reading (argmax, marginal, expected), by the model's `set_reads` hook; `live`: a
     run with --ema decoded with its last training weights."""
-    from dataclasses import replace
-    from sat_tutorial.encoders import build_encoder
     from sat_tutorial.training import load_ensemble
 
     paths = (
@@ -324,10 +333,5 @@ def load_captioner(
     enc, model, vocab, cfg = load_ensemble(paths, dev, live=live).model
     set_reads(model, reads, " + ".join(map(str, paths)))
     if cfg.features:  # trained on stored features: run the backbone that made them
-        enc = (
-            build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid)
-            .to(dev)
-            .eval()
-        )
-        cfg = replace(cfg, features=None)
+        enc, cfg = photo_reader(cfg, dev)
     return ImageCaptioner(enc, model, vocab, cfg, dev, [str(p) for p in paths])

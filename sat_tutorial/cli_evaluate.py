@@ -113,8 +113,8 @@ def add_evaluate(sub) -> None:
 # %% ../nbs/13c_cli_evaluate.ipynb #bbf988d0
 def cmd_evaluate(args) -> int:
     from sat_tutorial.core import get_device
-    from sat_tutorial.api import set_reads
-    from sat_tutorial.training import evaluate, load_ensemble
+    from sat_tutorial.api import photo_reader, set_reads
+    from sat_tutorial.training import evaluate, feature_file, load_ensemble
 
     dev = get_device(args.device)
     if args.json:
@@ -124,6 +124,9 @@ def cmd_evaluate(args) -> int:
     enc, model, vocab, cfg = load_ensemble(args.checkpoint, dev, live=live).model
     set_reads(model, args.reads, names)
     model.check_max_len(args.max_len)  # e.g. a Transformer's word positions
+    if cfg.features and not (stored := feature_file(cfg, args.split)).exists():
+        enc, cfg = photo_reader(cfg, dev)  # e.g. a zoo model, without its features
+        print(f"{stored} is not here: the photos are read through {cfg.encoder}")
     recs, tf, loader = split_inputs(cfg, args.split)
     if args.limit:
         recs = recs[: args.limit]

@@ -36,7 +36,7 @@ def _captioner_slice(rec) -> dict:
     made the training features, as `load_captioner` does (FileNotFoundError where
     the photos are not here)."""
     from dataclasses import replace
-    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.api import photo_reader
     from sat_tutorial.training import evaluate, load_records, transform_for
 
     enc, model, vocab, cfg = rec.model
@@ -45,8 +45,7 @@ def _captioner_slice(rec) -> dict:
     else:
         test = load_records(cfg)["test"][:SLICE]
     if cfg.features:  # stored features in training: the backbone reads the photos
-        enc = build_encoder(cfg.encoder, weights=cfg.encoder_weights, grid=cfg.grid)
-        cfg = replace(cfg, features=None)
+        enc, cfg = photo_reader(cfg)
     m, _ = evaluate(
         enc.eval(), model, test, transform_for(cfg), vocab, 1, max_len=cfg.max_len
     )

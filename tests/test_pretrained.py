@@ -133,6 +133,37 @@ def test_the_photo_model_captions_a_photograph_offline(tmp_path):
     assert "bike" in p.stdout.split(":", 1)[1], p.stdout  # what the photo shows
 
 
+@pytest.mark.skipif(
+    "soft-flickr8k" not in ENTRIES, reason="no soft-flickr8k in the zoo"
+)
+def test_the_photo_model_is_evaluated_without_its_feature_file(tmp_path):
+    "The training features are not shipped: evaluate reads the photos, as caption does."
+    from sat_tutorial.core import data_root
+
+    pytest.importorskip("efficientnet_lite_pytorch", reason="the lite extra")
+    if not (data_root() / "flickr8k" / "dataset_flickr8k.json").is_file():
+        pytest.skip("Flickr8k is not beside the checkout")
+    argv = [
+        "evaluate",
+        "--checkpoint",
+        "soft-flickr8k",
+        "--limit",
+        "4",
+        "--beam-size",
+        "1",
+    ]
+    p = subprocess.run(
+        [str(EXE), *argv, "--json", str(tmp_path / "m.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,  # where zoo_runs/ (the training features) is not
+    )
+    assert p.returncode == 0, p.stderr
+    assert "is not here: the photos are read through efficientnet-lite0" in p.stdout
+    assert json.loads((tmp_path / "m.json").read_text())["metrics"]["n_images"] == 4
+
+
 @pytest.mark.skipif("ram-mnist" not in ENTRIES, reason="the zoo has no ram-mnist")
 def test_ram_evaluate_takes_a_name():
     from sat_tutorial.mnist import have_mnist
