@@ -415,6 +415,7 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
 # %% ../nbs/00_core.ipynb #3a6c0667
 import hashlib, importlib, json
 
+#: the folder of the zoo: the shipped weights and their manifest.json
 ZOO_DIR = Path(importlib.import_module("sat_tutorial").__file__).parent / "zoo"
 
 
@@ -454,7 +455,8 @@ def zoo_file(name: str, zoo=None) -> Path:
     return path
 
 # %% ../nbs/00_core.ipynb #ef76733b
-INT8_ROWS = "int8_rows"  # checkpoint key: {section: {name: {"q": int8, "scale": rows}}}
+#: the checkpoint key of int8 weights: {section: {name: {"q": int8, "scale": rows}}}
+INT8_ROWS = "int8_rows"
 
 
 def quantize_rows(w: torch.Tensor) -> dict:
