@@ -233,8 +233,20 @@ def main() -> int:
 
     shared = {}  # what one probe leaves for the next (A7's evaluation of its run)
 
-    def probe(part: str):
+    def run_part(part: str, run) -> None:
+        """Run one graded part's `run` under the time limit with its output captured;
+        emit its result by value, or its error."""
         emit(start_part=part)
+        out = Capped()
+        sys.stdout = sys.stderr = out
+        try:
+            emit(part=part, result=timed(lambda: encode(run(), [MAX_NUMBERS]), part))
+        except BaseException as e:  # the student's code may raise anything
+            emit(part=part, error=_error(e), stdout=out.text())
+        finally:
+            sys.stdout, sys.stderr = real_out, real_err
+
+    def probe(part: str):
         g = {
             "shared": shared,
             "__name__": "check",
@@ -245,44 +257,27 @@ def main() -> int:
             "fresh_seed": fresh_seed,
             "need": need,
         }
-        out = Capped()
-        sys.stdout = sys.stderr = out
-        try:
 
-            def run():
-                seed_everything(f"part {part}")  # a probe that does not seed itself
-                _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
-                fn = g["expect"] if job.get("reference") and "expect" in g else None
-                result = (fn or g["probe"])(ns)
-                return encode(result, [MAX_NUMBERS])
+        def run():
+            seed_everything(f"part {part}")  # a probe that does not seed itself
+            _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
+            fn = g["expect"] if job.get("reference") and "expect" in g else None
+            return (fn or g["probe"])(ns)
 
-            emit(part=part, result=timed(run, part))
-        except BaseException as e:  # the student's code may raise anything
-            emit(part=part, error=_error(e), stdout=out.text())
-        finally:
-            sys.stdout, sys.stderr = real_out, real_err
+        run_part(part, run)
 
     def calls(part: str, path: str):
         """A part whose probe stays with the grader: its calls (the name of a function
         of the student's, its arguments) from the grader's file `path`; their results,
         by value, in order."""
-        emit(start_part=part)
-        out = Capped()
-        sys.stdout = sys.stderr = out
-        try:
 
-            def run():
-                # a function of the student's that draws random numbers draws these
-                seed_everything(f"part {part}")
-                plan = torch.load(path, weights_only=False)
-                got = [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
-                return encode(got, [MAX_NUMBERS])
+        def run():
+            # a function of the student's that draws random numbers draws these
+            seed_everything(f"part {part}")
+            plan = torch.load(path, weights_only=False)
+            return [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
 
-            emit(part=part, result=timed(run, part))
-        except BaseException as e:  # the student's code may raise anything
-            emit(part=part, error=_error(e), stdout=out.text())
-        finally:
-            sys.stdout, sys.stderr = real_out, real_err
+        run_part(part, run)
 
     def probe_or_calls(part: str):
         if part in plans:
