@@ -5,7 +5,7 @@
 # %% ../nbs/13_api.ipynb #2ae4e228
 from __future__ import annotations
 
-import os
+import math, os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -17,7 +17,8 @@ from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'CaptionPipeline', 'ImageCaptioner', 'photo_reader', 'load_captioner']
+__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'finite_captions', 'CaptionPipeline', 'ImageCaptioner', 'photo_reader',
+           'load_captioner']
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
@@ -144,6 +145,17 @@ def set_reads(model, reads: str | None, checkpoint) -> None:
         except ValueError as e:
             raise InputError(f"--reads {reads}: {checkpoint}: {e}") from None
 
+# %% ../nbs/13_api.ipynb #3e4e66cb
+def finite_captions(caps: list) -> list:
+    """`caps`, the decoded `decoding.Caption`s, if every log-probability is finite; a
+    model whose weights overflow (a run that diverged) is refused, not read out."""
+    if not all(math.isfinite(float(c.logprob)) for c in caps):
+        raise InputError(
+            "the model's log-probabilities are not finite: its weights overflow "
+            "(a run that diverged?); caption with an earlier checkpoint"
+        )
+    return caps
+
 # %% ../nbs/13_api.ipynb #64f01fd2
 class CaptionPipeline:
     """A trained captioner (or an ensemble) with its encoder, vocabulary and image
@@ -206,14 +218,14 @@ class CaptionPipeline:
         no_unk: bool = False,
     ):
         """`decoding.decode` on annotations `(B, L, D)`: one `decoding.Caption` per
-        image."""
+        image (`finite_captions`)."""
         from sat_tutorial.decoding import decode
 
         BEAM_SIZE.check(beam_size, "beam_size")
         MAX_LEN.check(max_len, "max_len")
         self.model.check_max_len(max_len)  # e.g. a Transformer's word positions
         nonneg_float.check(length_norm, "length_norm")
-        return decode(
+        caps = decode(
             self.model,
             feats.to(self.device),
             beam_size,
@@ -221,6 +233,7 @@ class CaptionPipeline:
             [self.vocab.unk] if no_unk else (),
             length_norm,
         )
+        return finite_captions(caps)
 
 # %% ../nbs/13_api.ipynb #6c49106e
 class ImageCaptioner(CaptionPipeline):

@@ -18,7 +18,7 @@ __all__ = ['positive_int', 'nonneg_int', 'seed_int', 'positive_float', 'learning
            'InputError', 'Range', 'get_device', 'usable_cpus', 'busy_cpus', 'default_threads', 'set_threads',
            'add_threads_flag', 'seed_everything', 'rng_state', 'set_rng_state', 'check_shape', 'check_close',
            'data_root', 'find_data', 'pid_alive', 'remove_stale_temps', 'save_checkpoint', 'load_checkpoint',
-           'zoo_manifest', 'sha256_file', 'zoo_file', 'quantize_rows', 'dequantize_rows']
+           'nonfinite', 'check_finite', 'zoo_manifest', 'sha256_file', 'zoo_file', 'quantize_rows', 'dequantize_rows']
 
 # %% ../nbs/00_core.ipynb #e1a0c002
 class InputError(ValueError):
@@ -411,6 +411,37 @@ def load_checkpoint(path: str | os.PathLike, map_location="cpu") -> Any:
     if isinstance(ck, dict) and "int8_rows" in ck:  # int8 weights (INT8_ROWS, below)
         ck = dequantize_rows(ck)
     return ck
+
+# %% ../nbs/00_core.ipynb #2ea098a3
+def nonfinite(obj: Any, key: str = "") -> str | None:
+    """The key path (`model.fc.weight`) of the first floating-point tensor in `obj`
+    (nested dicts, lists and tuples) that holds NaN or infinity; None if none does."""
+    if torch.is_tensor(obj):
+        return key if obj.is_floating_point() and not obj.isfinite().all() else None
+    if isinstance(obj, dict):
+        items = obj.items()
+    elif isinstance(obj, (list, tuple)):
+        items = enumerate(obj)
+    else:
+        return None
+    for k, v in items:
+        bad = nonfinite(v, f"{key}.{k}" if key else str(k))
+        if bad is not None:
+            return bad
+    return None
+
+# %% ../nbs/00_core.ipynb #589371a0
+def check_finite(state: dict, path, parts=("encoder", "model")) -> dict:
+    """Refuse a checkpoint whose weights (the state dicts under `parts`) hold NaN or
+    infinity (a run that diverged), naming the first such tensor."""
+    bad = nonfinite({part: state.get(part) or {} for part in parts})
+    if bad is not None:
+        part, _, k = bad.partition(".")
+        raise InputError(
+            f"{path}: {part} weight {k} holds NaN or infinite values "
+            "(the run diverged); use an earlier checkpoint"
+        )
+    return state
 
 # %% ../nbs/00_core.ipynb #3a6c0667
 import hashlib, importlib, json

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from sat_tutorial.core import (
     InputError,
+    check_finite,
     load_checkpoint,
     remove_stale_temps,
     rng_state,
@@ -35,7 +36,6 @@ from sat_tutorial.learner import (
     Limits,
     ProgressBar,
     Schedule,
-    check_finite,
     write_checkpoint,
 )
 from sat_tutorial.optimization import (

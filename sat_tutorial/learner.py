@@ -12,12 +12,12 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .core import InputError, save_checkpoint
+from .core import InputError, nonfinite, save_checkpoint
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'StopRun', 'Interrupted', 'Callback', 'Learner', 'FiniteLoss', 'CtrlC', 'Clock', 'Limits', 'Clip',
-           'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar', 'write_checkpoint', 'check_finite',
-           'check_out', 'replace_old']
+           'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar', 'write_checkpoint', 'check_out',
+           'replace_old']
 
 # %% ../nbs/12c_fit.ipynb #898bddf1
 class StopRun(Exception):
@@ -431,7 +431,15 @@ _WRITER_FAILED = ("PytorchStreamWriter failed", "inline_container.cc")
 def write_checkpoint(state: dict, path) -> Path:
     """`save_checkpoint`, with a failed write (disk full, read-only) as one line naming
     the file; the earlier file stays. A write fails as an OSError or as the
-    RuntimeError of torch's zip writer; other RuntimeErrors are bugs and propagate."""
+    RuntimeError of torch's zip writer; other RuntimeErrors are bugs and propagate. A
+    state holding NaN or infinity (weights or moments after a diverging update) is not
+    written: the earlier file is the known-good one."""
+    bad = nonfinite(state)
+    if bad is not None:
+        raise StopRun(
+            f"{path} not written: {bad} holds NaN or infinite values (the run "
+            "diverged); the checkpoint there before is kept"
+        )
     try:
         return save_checkpoint(state, path)
     except OSError as e:
@@ -441,19 +449,6 @@ def write_checkpoint(state: dict, path) -> Path:
             raise
         why = f"torch's writer failed ({' '.join(str(e).split())[:160]}; disk full?)"
     raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")
-
-# %% ../nbs/12c_fit.ipynb #589371a0
-def check_finite(state: dict, path, parts=("encoder", "model")) -> dict:
-    """Refuse a checkpoint whose weights (the state dicts under `parts`) hold NaN or
-    infinity (a run that diverged), naming the first such tensor."""
-    for part in parts:
-        for k, v in (state.get(part) or {}).items():
-            if torch.is_tensor(v) and v.is_floating_point() and not v.isfinite().all():
-                raise InputError(
-                    f"{path}: {part} weight {k} holds NaN or infinite values "
-                    "(the run diverged); use an earlier checkpoint"
-                )
-    return state
 
 # %% ../nbs/12c_fit.ipynb #12dbb09f
 RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")

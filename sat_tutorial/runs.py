@@ -25,7 +25,8 @@ from sat_tutorial.core import (
     zoo_file,
     zoo_manifest,
 )
-from .learner import RUN_FILES, check_finite, check_out, write_checkpoint
+from .core import check_finite
+from .learner import RUN_FILES, check_out, write_checkpoint
 
 # %% auto #0
 __all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'LOCK_NAME', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE',

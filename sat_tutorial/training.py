@@ -47,7 +47,7 @@ from sat_tutorial.encoders import (
     encoder_image_size,
     scene_transform,
 )
-from .learner import check_finite
+from .core import check_finite
 from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 

@@ -235,3 +235,20 @@ def test_sizes_have_the_command_lines_upper_bounds(runs, photos):
     assert actions["beam_size"] is BEAM_SIZE and actions["max_len"] is MAX_LEN
     assert cap(image, beam_size=BEAM_SIZE.hi // 50, max_len=5).words  # in range: fine
     assert BATCH_SIZE.hi >= 16  # the default batch fits
+
+
+def test_a_model_whose_weights_overflow_is_refused_not_read_out(runs, photos):
+    """Issue 59: weights from a run that diverged (finite, but overflowing) caption
+    nothing: one line, not "bottom bottom … (log p = nan)"."""
+    from sat_tutorial import load_captioner
+    import torch
+    from sat_tutorial.core import InputError
+
+    cap = load_captioner(runs / "soft" / "last.pt", device="cpu")
+    assert cap(photos["chelsea"], max_len=5).words  # as trained: fine
+    with torch.no_grad():
+        for p in cap.model.parameters():
+            p.mul_(1e30)
+    with pytest.raises(InputError, match="log-probabilities are not finite") as e:
+        cap(photos["chelsea"], max_len=5)
+    assert "\n" not in str(e.value)

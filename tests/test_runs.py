@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from sat_tutorial import runs
-from sat_tutorial.core import InputError, save_checkpoint
+from sat_tutorial.core import InputError, load_checkpoint, save_checkpoint
 from sat_tutorial.learner import StopRun
 from sat_tutorial.runs import (
     KINDS,
@@ -128,15 +128,25 @@ def test_refusals_are_one_line(toy, tmp_path):
 
 
 def test_non_finite_weights_are_refused(toy, tmp_path):
+    """A diverged update's weights are never written over the good file (the file
+    there stays loadable), and a file poisoned elsewhere is refused at load."""
     net = nn.Linear(2, 2)
+    good = save_run(tmp_path / "bad.pt", "toytest", net, {"n_in": 2, "n_out": 2})
+    before = good.read_bytes()
     for bad in (float("nan"), float("inf")):
         w = {k: v.detach().clone() for k, v in net.state_dict().items()}
         w["bias"][1] = bad
-        save_run(tmp_path / "bad.pt", "toytest", w, {"n_in": 2, "n_out": 2})
+        with pytest.raises(StopRun, match="bad.pt not written: model.bias holds NaN"):
+            save_run(good, "toytest", w, {"n_in": 2, "n_out": 2})
+        assert good.read_bytes() == before
+        load_run(good)  # the known-good file
+        ck = load_checkpoint(good)
+        ck["model"] = w
+        save_checkpoint(ck, tmp_path / "poisoned.pt")
         with pytest.raises(
-            InputError, match="bad.pt: model weight bias holds NaN or inf"
+            InputError, match="poisoned.pt: model weight bias holds NaN or inf"
         ):
-            load_run(tmp_path / "bad.pt")
+            load_run(tmp_path / "poisoned.pt")
 
 
 #: a full disk as the OS says it, and as torch's zip writer says it: its

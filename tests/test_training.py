@@ -991,6 +991,24 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
     assert kept["step"] == 2 and all(v.isfinite().all() for v in kept["model"].values())
 
 
+def test_a_diverging_update_never_replaces_the_known_good_checkpoint(tmp_path):
+    """NaN in the optimiser's moments (as a diverged run leaves them): the first update
+    after the resume makes the weights NaN, and the checkpoint written after it is
+    refused in one line, so last.pt stays the file the run resumed from."""
+    from sat_tutorial.learner import StopRun
+
+    fit(tiny(steps=2), tmp_path / "a", **QUIET)
+    last = tmp_path / "a" / "last.pt"
+    ck = load_checkpoint(last)
+    for moments in ck["optimizer"]["state"].values():
+        moments["exp_avg"].fill_(float("nan"))
+    save_checkpoint(ck, last)
+    before = last.read_bytes()
+    with pytest.raises(StopRun, match=r"last\.pt not written: .* holds NaN"):
+        fit(tiny(steps=4, ckpt_every=1), tmp_path / "a", resume=True, **QUIET)
+    assert last.read_bytes() == before
+
+
 def test_ctrl_c_saves_the_step_and_the_resume_is_exact(tmp_path, monkeypatch):
     import signal
     from sat_tutorial import fit as fit_module
