@@ -6,9 +6,12 @@
    where they were.
 2. It runs in a sandbox (sandbox.py, runner.py): its own process, no network, no view of
    the course folder, with memory, CPU and time limits. After each part's visible test
-   cell the part's *probe* runs there: it calls the student's functions on fresh inputs
-   and returns what they give, by value.
-3. The same probes run once per assignment on the instructor's solution, in another
+   cell the part's *calls* are made there: the check, in this process, built them
+   (`make_calls`: which of the student's functions to call, on which fresh inputs) and
+   the sandbox reads them as data; what the functions return comes back by value. The
+   check's code, what it keeps (inputs, expected outputs) and the solution's outputs
+   never enter the student's process.
+3. The same calls are made once per assignment on the instructor's solution, in another
    sandbox; this process compares the two. A part scores its points when its
    comparison passes, and 0 otherwise: nothing the submission defines, redefines or
    swallows takes part in the comparison. Visible tests only teach.
@@ -370,34 +373,153 @@ def _event(ev, n_cells: int, parts) -> dict | None:
     return None
 
 
-def make_calls(checks: dict, seed: int, folder: Path) -> set[str]:
-    """The calls of every part whose check defines `calls()` instead of `probe(ns)`:
-    run here, in the grader's process, with the grading seed (the runner's seeding),
-    and saved to `folder/<part>.pt` (a list of (function name, args, kwargs)); the
-    parts it saved. The sandbox gets only these files: the check's code, the inputs of
-    other parts and the solution's outputs never enter the student's process.
-    Not thread-safe (it seeds the global generators): call it before grading."""
+def ref(i: int, *path) -> dict:
+    "In a check's calls: the result of step i (indexed by `path`), as an argument."
+    return {"__ref__": int(i), "path": list(path)}
+
+
+def call(name: str, *args, catch: bool = False, **kwargs) -> dict:
+    """In a check's calls: call the student's function `name`; with `catch`, what it
+    raises is a result (["raised", class, first line]; else ["returned", value])."""
+    return {"call": name, "args": args, "kwargs": kwargs, "catch": bool(catch)}
+
+
+BUILDS = ("sat_tutorial.", "torch.nn.")  # where the classes a check builds are
+
+
+def build(cls, args=(), kwargs=None, state=None, eval=False) -> dict:
+    """In a check's calls: an object of the class `cls` (the package's, or a torch.nn
+    layer's) made in the sandbox
+    from data: `cls(*args, **kwargs)`, with the state dict `state` (a module's: its
+    parameters), in eval mode with `eval`."""
+    if not (isinstance(cls, type) and cls.__module__.startswith(BUILDS)):
+        raise TypeError(f"only the package's and torch.nn's classes are built: {cls!r}")
+    return {
+        "build": f"{cls.__module__}:{cls.__qualname__}",
+        "args": tuple(args),
+        "kwargs": dict(kwargs or {}),
+        "state": None if state is None else dict(state),
+        "eval": bool(eval),
+    }
+
+
+def leaf(t) -> dict:
+    "In a check's calls: a copy of tensor `t` that requires a gradient."
+    return {"leaf": t}
+
+
+def grad(of: dict, wrt, each: bool = False) -> dict:
+    """In a check's calls: the gradient of the result `of` (a `ref`) with respect to
+    the leaves at steps `wrt`: of the sum of its elements, or with `each` of every
+    element apart (a Jacobian, one row per element)."""
+    return {"grad": of, "wrt": [int(i) for i in wrt], "each": bool(each)}
+
+
+def files(texts: dict) -> dict:
+    "In a check's calls: a fresh folder holding {file name: text}; its path."
+    return {"files": {str(k): str(v) for k, v in texts.items()}}
+
+
+STEPS = {"call", "build", "leaf", "grad", "files"}
+
+
+def _data(x, n: int):
+    """`x` as the data a file of calls may hold (torch.load with weights_only): tensors
+    (detached copies), numbers, strings, None, and lists, tuples and dicts of them; a
+    `ref` to one of the n steps before. Raises TypeError for anything else."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return x.detach().as_subclass(torch.Tensor).clone()
+    if x is None or type(x) in (bool, int, float, str):
+        return x
+    if isinstance(x, torch.Size):
+        return tuple(x)
+    if type(x) is dict and "__ref__" in x:
+        if not (type(x["__ref__"]) is int and 0 <= x["__ref__"] < n):
+            raise ValueError(f"a reference to step {x['__ref__']} from step {n}")
+        return {"__ref__": x["__ref__"], "path": [_data(k, n) for k in x["path"]]}
+    if type(x) in (list, tuple):
+        return type(x)(_data(v, n) for v in x)
+    if type(x) is dict and all(type(k) is str for k in x):
+        return {k: _data(v, n) for k, v in x.items()}
+    raise TypeError(f"a call's argument that is not data: a {type(x).__name__}")
+
+
+def _step(step, n: int, kinds: list) -> dict:
+    "Step n of a check's calls, checked and made data (a tuple is a plain call)."
+    import torch
+
+    if type(step) is tuple and len(step) == 3:  # (name, args, kwargs)
+        name, args, kwargs = step
+        step = call(name, *args, **kwargs)
+    if not (type(step) is dict and len(STEPS & set(step)) == 1):
+        raise ValueError(f"step {n} of the calls is not a step: {step!r:.80}")
+    kind = (STEPS & set(step)).pop()
+    if kind == "leaf" and not (
+        isinstance(step["leaf"], torch.Tensor) and step["leaf"].is_floating_point()
+    ):
+        raise TypeError(f"step {n}: a leaf must be a floating-point tensor")
+    if kind == "grad" and any(
+        not 0 <= i < n or kinds[i] != "leaf" for i in step["wrt"]
+    ):
+        raise ValueError(
+            f"step {n}: a gradient with respect to steps that are not leaves"
+        )
+    kinds.append(kind)
+    return _data(step, n)
+
+
+CHECK_GLOBALS = {"ref": ref, "call": call, "build": build, "leaf": leaf}
+CHECK_GLOBALS |= {"grad": grad, "files": files}
+
+
+def check_namespace(code: str, part: str, seed: int | None = None) -> dict:
+    """The namespace a check's code runs in on the grader's side, after running it:
+    the seeding of the grading run `seed` (the runner's), the helpers that write calls
+    (`call`, `ref`, `build`, `leaf`, `grad`, `files`) and those that compare (`close`,
+    `same`, `Mismatch`, `shown`, `first_line`)."""
     import builtins
     import math
 
     import torch
 
-    import runner  # its seeding only: the same seeds as the probes in the sandbox
+    import runner  # its seeding only: the same seeds as in the sandbox
 
-    seeded, fresh = runner.seeding(seed)
+    g = {"__name__": "check", "__builtins__": builtins, "torch": torch, "math": math}
+    g |= CHECK_GLOBALS
+    g |= {"close": close, "same": same, "Mismatch": Mismatch}
+    g |= {"shown": shown, "first_line": first_line}
+    if seed is not None:
+        g["seed_everything"], g["fresh_seed"] = runner.seeding(seed)
+    exec(compile(code, f"<check {part}>", "exec"), g)
+    return g
+
+
+def make_calls(checks: dict, seed: int, folder: Path) -> set[str]:
+    """The calls of every part that runs with the student's code: its check's `calls()`
+    run here, in the grader's process, with the grading seed (the runner's seeding),
+    and its steps saved, as data, to `folder/<part>.pt`; the parts it saved. The
+    sandbox gets only these files (read-only, at /in): the check's code, what it keeps
+    for the comparison (inputs, expected outputs) and the solution's outputs never
+    enter the student's process. The check's namespace after `calls()` stays in this
+    process, in `checks["parts"][part]["kept"]`, where `score_parts` compares with it.
+    Not thread-safe (it seeds the global generators): call it before grading."""
+    import torch
+
     folder.mkdir(parents=True, exist_ok=True)
     done = set()
     for part, spec in checks["parts"].items():
         if spec["alone"]:
             continue
-        g = {"__name__": "check", "__builtins__": builtins, "torch": torch}
-        g |= {"math": math, "seed_everything": seeded, "fresh_seed": fresh}
-        exec(compile(spec["code"], f"<check {part}>", "exec"), g)
-        if "calls" not in g:
-            continue
-        seeded(f"part {part}")
-        plan = [(str(n), tuple(a), dict(k)) for n, a, k in g["calls"]()]
+        g = check_namespace(spec["code"], part, seed)
+        if "calls" not in g or "outputs" not in g:
+            raise ValueError(f"check {part} has no calls() and outputs(results)")
+        g["seed_everything"](f"part {part}")
+        kinds = []
+        plan = [_step(s, n, kinds) for n, s in enumerate(g["calls"]())]
         torch.save(plan, folder / f"{part}.pt")
+        spec["kept"] = g
         done.add(part)
     return done
 
@@ -412,38 +534,42 @@ def run(
     seed: int | None = None,
     calls: Path | None = None,
 ) -> dict:
-    """Run `cells` and the probes of `checks` in a sandbox; restart without a cell that
-    ended the process or outlived the limit. Every probe's inputs derive from `seed`
-    (the grading run's: a submission and the solution it is compared with must get the
-    same; None draws a fresh one). A part with a file `calls/<part>.pt` (make_calls)
-    sends the sandbox only that file, read-only at /in: its check's code stays here.
-    Returns {"cells": {i: record},
+    """Run `cells` in a sandbox and, after each part's test cell, that part's calls
+    (the file `calls/<part>.pt` that make_calls wrote, read-only at /in: the check's
+    code stays here); restart without a cell that ended the process or outlived the
+    limit. With `alone`, run instead the probes of the parts that need no student code
+    (A7's run), in a sandbox without the student's cells. Every input derives from
+    `seed` (the grading run's: a submission and the solution it is compared with must
+    get the same; None draws a fresh one). `reference`: the instructor's solution (no
+    forbidden functions). Returns {"cells": {i: record},
     "parts": {part: {"result": …} or {"error": [name, message]}}}. Raises Tampered when
     the sandbox replaced its events file by something that is not a file."""
     parts = {p: c for p, c in checks["parts"].items() if c["alone"] == alone}
     if alone:
         limit = max(limit, ALONE_LIMIT)
+        cells = []
     check_at = {}
-    if alone:
-        check_at["-1"] = sorted(parts)
-    else:
-        for i, c in enumerate(cells):
-            if c["id"] in parts:
-                check_at.setdefault(str(i), []).append(c["id"])
+    for i, c in enumerate(cells):
+        if c["id"] in parts:
+            check_at.setdefault(str(i), []).append(c["id"])
     placed = {p for ps in check_at.values() for p in ps}
     records, results = {}, {}
-    for p in set(parts) - placed:
-        results[p] = {"error": ["Missing", "its test cell is missing"]}
+    if not alone:
+        for p in set(parts) - placed:
+            results[p] = {"error": ["Missing", "its test cell is missing"]}
+        unplanned = [
+            p for p in placed if calls is None or not (calls / f"{p}.pt").is_file()
+        ]
+        if unplanned:
+            raise ValueError(f"no calls for {sorted(unplanned)}: run make_calls first")
     skip = set()
-    planned = {p for p in parts if calls is not None and (calls / f"{p}.pt").is_file()}
     job = {
         "cells": cells,
-        "checks": {p: c["code"] for p, c in parts.items() if p not in planned},
-        "calls": {p: f"/in/{p}.pt" for p in sorted(planned)},
+        "alone": {p: c["code"] for p, c in parts.items()} if alone else {},
+        "calls": {p: f"/in/{p}.pt" for p in sorted(placed)},
         "check_at": check_at,
         "forbid": [] if reference else checks.get("forbid", []),
         "limit": limit,
-        "reference": reference,
         "seed": secrets.randbits(32) if seed is None else int(seed),
     }
     n_items = len(cells) + len(parts) + 2
@@ -457,7 +583,7 @@ def run(
                 work.mkdir()
             job["skip"], job["done"] = sorted(skip), sorted(results)
             culprit, why, log = _attempt_run(
-                job, work, out, limit, n_items, calls if planned else None
+                job, work, out, limit, n_items, calls if placed else None
             )
         for ev in log:  # every event has passed _event: its fields have their types
             if "cell" in ev:
@@ -506,7 +632,8 @@ def _attempt_run(job, work, out, limit, n_items, inputs=None):
         inputs=inputs,
     )
     err_path = out.parent / "stderr.txt"
-    n_cells, parts = len(job["cells"]), set(job["checks"]) | set(job.get("calls", {}))
+    n_cells = len(job["cells"])
+    parts = set(job.get("alone", {})) | set(job.get("calls", {}))
     hard = deadline(limit, n_items)
     state = {"log": [], "killed": None, "error": None}
     group = (
@@ -676,7 +803,7 @@ class Mismatch(AssertionError):
 
 
 def decode(x):
-    "A probe's output, back from JSON: tensors, dicts, lists."
+    "A part's results, back from JSON: tensors, dicts, lists."
     import torch
 
     if isinstance(x, dict) and "__tensor__" in x:
@@ -740,7 +867,7 @@ def close(got, want, what: str, tol: float = 1e-5) -> None:
 
 
 def same(got, want, what: str, tol: float = 1e-5) -> None:
-    "Recursive comparison of probe outputs: tensors and floats close, the rest equal."
+    "Recursive comparison of outputs: tensors and floats close, the rest equal."
     import torch
 
     if isinstance(want, torch.Tensor) or isinstance(want, float):
@@ -766,22 +893,28 @@ def same(got, want, what: str, tol: float = 1e-5) -> None:
         raise Mismatch(f"{what}: {shown(got)}, expected {want!r:.80}")
 
 
-def compare(code: str, got, want) -> None:
-    """Run the check's `compare(got, want)` (default: `same`); raises Mismatch. A
-    check with `calls()` gets the results of its calls, in order: its `outputs(results)`
-    names them (for the student's and the solution's alike) before the comparison."""
-    import torch
-
-    g = {"__name__": "check", "torch": torch, "close": close, "same": same}
-    g["Mismatch"], g["shown"], g["first_line"] = Mismatch, shown, first_line
-    exec(compile(code, "<check>", "exec"), g)
+def compare(part: str, spec: dict, got, want) -> None:
+    """Compare a part's results `got` with the solution's `want` by its check's
+    `compare(got, want)` (default: `same`); raises Mismatch. A part that runs with the
+    student's code is compared in the namespace its `calls()` ran in (make_calls):
+    `outputs(results)` names the results of its calls (the student's and the
+    solution's alike), with the inputs and expected outputs `calls()` kept."""
+    if spec["alone"]:
+        g = check_namespace(spec["code"], part)
+    elif "kept" in spec:
+        g = spec["kept"]
+    else:
+        raise RuntimeError(f"check {part}: its calls were not made (make_calls)")
     fn = g.get("compare") or (lambda got, want: same(got, want, "outputs"))
     got, want = decode(got), decode(want) if want is not None else None
-    if "calls" in g:
-        if not isinstance(got, list) or (want is not None and len(got) != len(want)):
+    if not spec["alone"]:
+        if (
+            not isinstance(got, list)
+            or not isinstance(want, list)
+            or len(got) != len(want)
+        ):
             raise Mismatch("the calls returned something other than their results")
-        got = g["outputs"](got)
-        want = g["outputs"](want) if want is not None else None
+        got, want = g["outputs"](got), g["outputs"](want)
     fn(got, want)
 
 
@@ -798,7 +931,7 @@ def score_parts(checks: dict, points: dict, got: dict, want: dict) -> dict:
         if ref is None or "error" in ref:
             raise RuntimeError(f"the instructor's solution fails check {part}: {ref}")
         try:
-            compare(spec["code"], mine["result"], ref["result"])
+            compare(part, spec, mine["result"], ref["result"])
         except Mismatch as e:  # the grader's message, on one line all the same
             why = first_line(str(e), 240)
             out[part] = (0.0, why or "the outputs differ from the solution's")

@@ -1,13 +1,32 @@
 """Runs one submission inside the sandbox (assignments/sandbox.py); the grader imports
 only its seeding (`mix`, `seeding`). It reads its job (JSON) from stdin: the notebook's
 code cells in order, where each part is checked, the grading run's seed, which package
-functions the student may not call, and for each part either the file of its calls
-(`/in/<part>.pt`, made by the grader: which of the student's functions to call, with
-which arguments; the check itself stays with the grader) or, for checks not yet written
-that way, the probe's code. It executes the cells in one namespace, makes each part's
-calls (or runs its probe) right after that part's test cell, and appends one JSON line
-per event to /out/events.jsonl: a cell starts, a cell ends (its output, its error), a
-part's results return (by value: tensors as dtype, shape and numbers) or it raises.
+functions the student may not call, and for each part the file of its calls
+(`/in/<part>.pt`, made by the grader). A file of calls is data only (read with
+`torch.load(..., weights_only=True)`: lists, tuples, dicts, tensors, numbers, strings):
+a list of steps, each a dict with one of these keys (grading.py writes them):
+
+- `call`: call the student's function of that name with `args` and `kwargs`; with
+  `catch`, an exception it raises is a result (`["raised", class, first line]`, or
+  `["returned", value]`) instead of the part's error;
+- `build`: a class of the package or of `torch.nn` (`module:qualname`) made from
+  `args`, `kwargs`, a state dict (`state`) and `eval`: a model, or an output record;
+- `leaf`: a copy of the tensor given that requires a gradient;
+- `grad`: the gradient of an earlier result (the sum of its elements, or with `each`
+  every element apart) with respect to the leaves at the steps `wrt`;
+- `files`: a fresh folder holding the given {file name: text}; its path.
+
+An argument `{"__ref__": i, "path": [k, ...]}` stands for the result of step i (indexed
+by k, ...). The check itself (its code, the inputs it keeps for the comparison, the
+expected outputs) stays with the grader. Only a part that runs with no student code at
+all (`alone`, A7's run: its checkpoint is loaded here, not in the grader) sends its
+code, a `probe()` run in a sandbox of its own.
+
+It executes the cells in one namespace, makes each part's calls right after that
+part's test cell, and appends one JSON line per event to /out/events.jsonl: a cell
+starts, a cell ends (its output, its error), a part's results return (by value: tensors
+as dtype, shape and numbers; the results of `call` and `grad` steps, None for the
+others) or it raises.
 
 Nothing here decides a grade: the grader compares the results with those of the
 instructor's solution, in its own process. A cell that ignores the time limit or ends
@@ -193,6 +212,121 @@ def _error(e: BaseException) -> list[str]:
     return [str(type(e).__name__)[:60], msg]
 
 
+def _build(spec: dict, value):
+    "An object of a class of the package or of torch.nn, made from data (`build`)."
+    import torch
+
+    mod_name, qual = str(spec["build"]).split(":")
+    if not (mod_name + ".").startswith(("sat_tutorial.", "torch.nn.")):
+        raise ValueError(
+            f"the calls build the package's and torch.nn's classes only: {mod_name}"
+        )
+    cls = importlib.import_module(mod_name)
+    for attr in qual.split("."):
+        cls = getattr(cls, attr)
+    if not isinstance(cls, type):
+        raise TypeError(f"{spec['build']} is not a class")
+    obj = cls(*value(spec.get("args", ())), **value(spec.get("kwargs", {})))
+    if spec.get("state") is not None:
+        obj.load_state_dict(value(spec["state"]))
+    if spec.get("eval"):
+        obj.eval()
+    if isinstance(obj, torch.nn.Module):
+        obj.requires_grad_(False)  # no gradient is asked of it: calls build no graph
+    return obj
+
+
+def _files(spec: dict) -> str:
+    "A fresh folder holding the files of a `files` step: {name: text}; its path."
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="files-")
+    for name, text in spec["files"].items():
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"not a file name: {name!r}")
+        with open(os.path.join(folder, name), "w", encoding="utf-8") as f:
+            f.write(text)
+    return folder
+
+
+def _grad(out, leaves: list, each: bool) -> list:
+    """The gradient of `out` (of the sum of its elements, or of each element apart:
+    a Jacobian, one row per element) with respect to `leaves`; zeros where it does not
+    depend on one."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(
+            f"a tensor was expected to differentiate, got a {type(out).__name__}"
+        )
+    rows = list(out.reshape(-1)) if each else [out.sum()]
+    grads = [[] for _ in leaves]
+    for row in rows:
+        got = (
+            torch.autograd.grad(row, leaves, retain_graph=True, allow_unused=True)
+            if row.requires_grad
+            else [None] * len(leaves)
+        )
+        for k, (g, leaf) in enumerate(zip(got, leaves)):
+            grads[k].append(torch.zeros_like(leaf) if g is None else g)
+    if each:
+        return [
+            torch.stack(g) if g else leaf.new_zeros((0, *leaf.shape))
+            for g, leaf in zip(grads, leaves)
+        ]
+    return [g[0] for g in grads]
+
+
+def execute(plan: list, ns: dict) -> list:
+    """Run a part's steps (see the top of this file) with the student's namespace `ns`;
+    the results of its `call` and `grad` steps, None for the others, in order."""
+    import torch
+
+    results = []
+
+    def value(x):
+        if type(x) is dict and "__ref__" in x:
+            got = results[x["__ref__"]]
+            for k in x.get("path", ()):
+                got = got[k]
+            return got
+        if type(x) in (list, tuple):
+            return type(x)(value(v) for v in x)
+        if type(x) is dict:
+            return {k: value(v) for k, v in x.items()}
+        if isinstance(x, torch.Tensor):
+            return x.clone()  # every call gets its own copy of its inputs
+        return x
+
+    for step in plan:
+        if "call" in step:
+            fn = need(ns, step["call"])
+            args, kwargs = value(step.get("args", ())), value(step.get("kwargs", {}))
+            if step.get("catch"):
+                try:
+                    got = ["returned", fn(*args, **kwargs)]
+                except Exception as e:  # the result the check asks for
+                    got = ["raised", *_error(e)]
+            else:
+                got = fn(*args, **kwargs)
+        elif "build" in step:
+            got = _build(step, value)
+        elif "leaf" in step:
+            got = step["leaf"].detach().clone().requires_grad_(True)
+        elif "grad" in step:
+            leaves = [results[i] for i in step["wrt"]]
+            got = _grad(value(step["grad"]), leaves, bool(step.get("each")))
+        elif "files" in step:
+            got = _files(step)
+        else:
+            raise ValueError(f"a step the runner does not know: {sorted(step)}")
+        results.append(got)
+    return [
+        r if ("call" in step or "grad" in step) else None
+        for r, step in zip(results, plan)
+    ]
+
+
 def _no_submission_on_path() -> None:
     """Neither the current folder (the submission) nor anything under it is on sys.path:
     the student's files are read as data, never imported by name by accident (the
@@ -209,7 +343,7 @@ def main() -> int:
     job = json.loads(sys.stdin.read())
     emit = Events(job.get("events", "/out/events.jsonl"))
     limit = LIMIT[0] = float(job["limit"])
-    import torch  # before the student's code, so that the probes use this torch
+    import torch  # before the student's code: the calls use this torch
 
     torch.set_num_threads(1)
     seed_everything, fresh_seed = seeding(int(job["seed"]))
@@ -221,8 +355,10 @@ def main() -> int:
     sys.modules["__main__"] = main_mod
     real_out, real_err = sys.stdout, sys.stderr
     skip, done = set(job.get("skip", [])), set(job.get("done", []))
-    checks, at = job.get("checks", {}), job.get("check_at", {})
-    plans = job.get("calls", {})  # part: the file of its calls (the probe is not here)
+    at, plans = job.get("check_at", {}), job.get("calls", {})  # part: its file
+    alone = job.get("alone", {})  # part: its probe's code, never with student code
+    if alone and (job["cells"] or plans):
+        raise ValueError("a probe runs only in a sandbox without the student's code")
 
     def timed(fn, what: str):
         signal.setitimer(signal.ITIMER_REAL, limit)
@@ -230,8 +366,6 @@ def main() -> int:
             return fn()
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-
-    shared = {}  # what one probe leaves for the next (A7's evaluation of its run)
 
     def run_part(part: str, run) -> None:
         """Run one graded part's `run` under the time limit with its output captured;
@@ -246,7 +380,10 @@ def main() -> int:
         finally:
             sys.stdout, sys.stderr = real_out, real_err
 
+    shared = {}  # what one probe leaves for the next (A7's evaluation of its run)
+
     def probe(part: str):
+        "A part that needs no student code (A7's run): its check's `probe()`."
         g = {
             "shared": shared,
             "__name__": "check",
@@ -255,37 +392,27 @@ def main() -> int:
             "math": math,
             "seed_everything": seed_everything,
             "fresh_seed": fresh_seed,
-            "need": need,
         }
 
         def run():
             seed_everything(f"part {part}")  # a probe that does not seed itself
-            _exec(_compile(checks[part], f"<check {part}>", "exec"), g)
-            fn = g["expect"] if job.get("reference") and "expect" in g else None
-            return (fn or g["probe"])(ns)
+            _exec(_compile(alone[part], f"<check {part}>", "exec"), g)
+            return g["probe"]()
 
         run_part(part, run)
 
-    def calls(part: str, path: str):
-        """A part whose probe stays with the grader: its calls (the name of a function
-        of the student's, its arguments) from the grader's file `path`; their results,
-        by value, in order."""
+    def run_calls(part: str, path: str):
+        """A part's calls (steps: `execute`) from the grader's file `path`; their
+        results, by value, in order."""
 
         def run():
             # a function of the student's that draws random numbers draws these
             seed_everything(f"part {part}")
-            plan = torch.load(path, weights_only=False)
-            return [need(ns, name)(*args, **kwargs) for name, args, kwargs in plan]
+            return execute(torch.load(path, weights_only=True), ns)
 
         run_part(part, run)
 
-    def probe_or_calls(part: str):
-        if part in plans:
-            calls(part, plans[part])
-        else:
-            probe(part)
-
-    for part in at.get("-1", []):  # probes that need no student code (A7's run)
+    for part in sorted(alone):
         if part not in done:
             probe(part)
     for i, cell in enumerate(job["cells"]):
@@ -311,7 +438,7 @@ def main() -> int:
             )
         for part in at.get(str(i), []):
             if part not in done:
-                probe_or_calls(part)
+                run_calls(part, plans[part])
     emit(end=True)
     os._exit(0)  # threads the student started do not keep the sandbox alive
 

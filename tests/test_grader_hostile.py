@@ -326,7 +326,7 @@ def test_a_grader_failure_costs_only_its_own_submission(tmp_path, monkeypatch):
             raise RuntimeError("boom\nwith a second line")
         if files is not None and files.parent.name == "eve":
             raise grading.Tampered("events.jsonl was replaced")
-        same = [[1.0, 1.0], [1.0, 1.0]]  # two calls of two results: A1's calls' shape
+        same = [[1.0, 1.0]] * 4  # four steps of two results each: fits A1's calls
         return {"cells": {}, "parts": {p: {"result": same} for p in PARTS}}
 
     monkeypatch.setattr(grading, "run", fake_run)

@@ -94,14 +94,17 @@ def calls():
     out = []
     for seed, (b, l) in zip((11, 12), SIZES):
         seed_everything(seed)
-        att = SoftAttention(feature_dim=5, hidden_dim=3, attention_dim=4)
-        out.append(("attend", (att, torch.randn(b, l, 5), torch.randn(b, 3)), {}))
+        config = {"feature_dim": 5, "hidden_dim": 3, "attention_dim": 4}
+        att = SoftAttention(**config)
+        out.append(build(SoftAttention, kwargs=config, state=att.state_dict()))
+        feats, h = torch.randn(b, l, 5), torch.randn(b, 3)
+        out.append(call("attend", ref(len(out) - 1), feats, h))
     return out
 
 
 def outputs(results):
     out = {}
-    for (b, l), (alpha, z) in zip(SIZES, results):
+    for (b, l), (alpha, z) in zip(SIZES, results[1::2]):
         out[f"α (B={b}, L={l})"], out[f"ẑ_t (B={b}, L={l})"] = alpha, z
     return out
 
@@ -160,13 +163,21 @@ def calls():
         closed.bias.fill_(-30.0)
         closed.weight.zero_()
     return [
-        ("gated_context", (model.f_beta, h, z), {}),
-        ("gated_context", (closed, h.clone(), z.clone()), {}),
+        linear(model.f_beta),
+        call("gated_context", ref(0), h, z),
+        linear(closed),
+        call("gated_context", ref(2), h, z),
     ]
 
 
+def linear(layer):
+    "An nn.Linear like `layer`, built in the sandbox."
+    size = {"in_features": layer.in_features, "out_features": layer.out_features}
+    return build(torch.nn.Linear, kwargs=size, state=layer.state_dict())
+
+
 def outputs(results):
-    return {"β_t ẑ_t": results[0], "β_t ẑ_t with β ≈ 0": results[1]}
+    return {"β_t ẑ_t": results[1], "β_t ẑ_t with β ≈ 0": results[3]}
 
 
 # %% md
@@ -218,11 +229,21 @@ def calls():
         9, 4, embed_dim=5, hidden_dim=6, attention_dim=7, dropout=0.0
     )
     feats = torch.randn(4, 7, 4) + 1.0
-    return [("init_lstm_state", (model.init_h, model.init_c, feats), {})]
+    return [
+        linear(model.init_h),
+        linear(model.init_c),
+        call("init_lstm_state", ref(0), ref(1), feats),
+    ]
+
+
+def linear(layer):
+    "An nn.Linear like `layer`, built in the sandbox."
+    size = {"in_features": layer.in_features, "out_features": layer.out_features}
+    return build(torch.nn.Linear, kwargs=size, state=layer.state_dict())
 
 
 def outputs(results):
-    h0, c0 = results[0]
+    h0, c0 = results[2]
     return {"h_0": h0, "c_0": c0}
 
 

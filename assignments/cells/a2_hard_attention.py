@@ -68,19 +68,27 @@ assert 0.75 < share < 0.85, (
 
 
 # %% check id=a2_sample_test
-def probe(ns):
+N_DRAWS = 20_000  # draws per row
+KEPT = {}  # what calls() keeps for the comparison (on the grader's side)
+
+
+def calls():
     seed_everything(21)
     probs = torch.rand(3, 5) + 0.1
     probs[1, 0] += 8.0  # one location almost always drawn
     probs[2, 1] = 0.0  # one never drawn
-    probs = probs / probs.sum(-1, keepdim=True)
-    draws = need(ns, "sample_locations")(probs.repeat(20_000, 1))
-    return {"draws": draws, "probs": probs}
+    KEPT["probs"] = probs = probs / probs.sum(-1, keepdim=True)
+    return [call("sample_locations", probs.repeat(N_DRAWS, 1))]
+
+
+def outputs(results):
+    return results[0]
 
 
 def compare(got, want):
-    draws, probs = got["draws"], want["probs"]
-    n = 20_000
+    draws, probs, n = got, KEPT["probs"], N_DRAWS
+    if not isinstance(draws, torch.Tensor):
+        raise Mismatch(f"the draws: a tensor was expected, got {shown(draws)}")
     if tuple(draws.shape) != (3 * n,) or draws.is_floating_point():
         raise Mismatch(f"the draws: shape {tuple(draws.shape)}, expected ({3 * n},)")
     draws = draws.long().view(n, 3)
@@ -209,17 +217,18 @@ assert abs(b2 - (-11.0)) < 1e-9, (
 
 
 # %% check id=a2_baseline_test
-def probe(ns):
-    update_baseline = need(ns, "update_baseline")
+def calls():
     seed_everything(24)
     rewards = (-20.0 + 5.0 * torch.randn(5)).tolist()  # log-likelihoods: negative
-    bs = [update_baseline(0.0, 1, rewards[0])]
-    for k, r in enumerate(rewards[1:4], start=2):
-        bs.append(update_baseline(bs[-1], k, r))
-    return {
-        "b after each update": [float(b) for b in bs],
-        "b with decay 0.5": float(update_baseline(rewards[4], 5, 0.0, decay=0.5)),
-    }
+    steps = [call("update_baseline", 0.0, 1, rewards[0])]
+    for k, r in enumerate(rewards[1:4], start=2):  # b_{k−1}: the previous result
+        steps.append(call("update_baseline", ref(len(steps) - 1), k, r))
+    steps.append(call("update_baseline", rewards[4], 5, 0.0, decay=0.5))
+    return steps
+
+
+def outputs(results):
+    return {"b after each update": results[:4], "b with decay 0.5": results[4]}
 
 
 # %% md
@@ -270,19 +279,27 @@ check_close(
 
 
 # %% check id=a2_surrogate_test
-def probe(ns):
+def calls():
     seed_everything(25)
-    lp_y = (-8.0 + 4.0 * torch.randn(3)).requires_grad_()
-    lp_s = (-2.0 - torch.rand(3)).requires_grad_()
-    Hs = (1.0 + 3.0 * torch.rand(3)).requires_grad_()
+    lp_y = -8.0 + 4.0 * torch.randn(3)
+    lp_s = -2.0 - torch.rand(3)
+    Hs = 1.0 + 3.0 * torch.rand(3)
     b = float(lp_y.mean()) + float(torch.randn(()))
-    ell = need(ns, "surrogate")(lp_y, lp_s, Hs, b, lambda_r=0.5, lambda_e=0.01)
-    ell.sum().backward()
-    grad = [t.grad if t.grad is not None else torch.zeros(3) for t in (lp_y, lp_s, Hs)]
+    return [
+        leaf(lp_y),
+        leaf(lp_s),
+        leaf(Hs),
+        call("surrogate", ref(0), ref(1), ref(2), b, lambda_r=0.5, lambda_e=0.01),
+        grad(ref(3), wrt=(0, 1, 2)),  # of ℓ summed over the captions
+    ]
+
+
+def outputs(results):
+    d_py, d_ps, d_h = results[4]
     return {
-        "∂ℓ/∂log p(y|s̃) (the reward must not be differentiated in REINFORCE)": grad[0],
-        "∂ℓ/∂log p(s̃|a) (should be λ_r (log p(y|s̃) − b))": grad[1],
-        "∂ℓ/∂H": grad[2],
+        "∂ℓ/∂log p(y|s̃) (the reward must not be differentiated in REINFORCE)": d_py,
+        "∂ℓ/∂log p(s̃|a) (should be λ_r (log p(y|s̃) − b))": d_ps,
+        "∂ℓ/∂H": d_h,
     }
 
 
@@ -359,11 +376,35 @@ check_close(
 
 
 # %% check id=a2_enumeration_test
-def probe(ns):
+KEPT = []  # per baseline and image: (position of its gradient step, Jacobians, p(s|a))
+N_IMAGES = 2
+
+
+def jacobian(y, params):
+    "∂y/∂θ `(len(y), P)`: one row per element of y."
+    rows = []
+    for r in y:
+        gs = torch.autograd.grad(r, params, retain_graph=True, allow_unused=True)
+        rows.append(
+            torch.cat(
+                [
+                    (torch.zeros_like(p) if g is None else g).reshape(-1)
+                    for g, p in zip(gs, params)
+                ]
+            )
+        )
+    return torch.stack(rows)
+
+
+def calls():
+    """Every location sequence of a tiny model's two images: log p(y|s, a) and log p(s|a)
+    (here, with their Jacobians with respect to the model's parameters); the sandbox
+    calls surrogate on them and returns ∂ℓ/∂log p(y|s̃) and ∂ℓ/∂log p(s̃|a), one row per
+    sequence, for three baselines. g(s) = ∂(−ℓ_s/#words)/∂θ then follows here by the
+    chain rule (outputs)."""
     from sat_tutorial.hard_attention import HardAttentionCaptioner, location_sequences
     from sat_tutorial.soft_attention import target_mask, word_nll
 
-    surrogate = need(ns, "surrogate")
     seed_everything(0)
     tiny = HardAttentionCaptioner(
         6, 4, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.0
@@ -371,61 +412,55 @@ def probe(ns):
     with torch.no_grad():
         for p in tiny.parameters():
             p.mul_(2.0)
-    tf = torch.randn(2, 3, 4, dtype=torch.float64) * 2
+    tf = torch.randn(N_IMAGES, 3, 4, dtype=torch.float64) * 2
     tc, tl = torch.tensor([[1, 4, 5, 2], [1, 3, 2, 0]]), torch.tensor([4, 3])
     n_words = int((tl - 1).sum())
     params = list(tiny.parameters())
-
-    def flat_grad():
-        return torch.cat(
-            [
-                (p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
-                for p in params
+    images = []
+    for i in range(N_IMAGES):
+        S = location_sequences(int(tl[i]) - 1, 3, 3)
+        K = len(S)
+        c, l = tc[i : i + 1].expand(K, -1), tl[i : i + 1].expand(K)
+        logits, alpha, _ = tiny.rollout(tf[i : i + 1].expand(K, -1, -1), c, l, s=S)
+        log_py = -word_nll(logits, c, l).sum(1)
+        log_ps = (
+            alpha.gather(-1, S[..., None]).squeeze(-1).log() * target_mask(c, l)
+        ).sum(1)
+        jac = (jacobian(log_py, params), jacobian(log_ps, params))
+        images.append((log_py.detach(), log_ps.detach(), jac, n_words))
+    KEPT.clear()
+    p_s = [lps.exp() for _, lps, _, _ in images]
+    rewards = [float((p * lpy).sum()) for p, (lpy, _, _, _) in zip(p_s, images)]
+    steps = []
+    for b in (0.0, -5.0, sum(rewards) / len(rewards)):  # the last near the mean reward
+        for (lpy, lps, jac, n), p in zip(images, p_s):
+            at = len(steps)
+            zero = torch.zeros(len(lpy), dtype=torch.float64)
+            steps += [
+                leaf(lpy),
+                leaf(lps),
+                call("surrogate", ref(at), ref(at + 1), zero, b, 1.0, 0.0),
+                grad(ref(at + 2), wrt=(at, at + 1), each=True),
             ]
-        )
+            KEPT.append((at + 3, jac, p, n))
+    return steps
 
-    def estimates(b):
-        G, P, R = [], [], []
-        for i in range(2):
-            S = location_sequences(int(tl[i]) - 1, 3, 3)
-            K = len(S)
-            c, l = tc[i : i + 1].expand(K, -1), tl[i : i + 1].expand(K)
-            logits, alpha, _ = tiny.rollout(tf[i : i + 1].expand(K, -1, -1), c, l, s=S)
-            mask = target_mask(c, l)
-            log_py = -word_nll(logits, c, l).sum(1)
-            log_ps = (alpha.gather(-1, S[..., None]).squeeze(-1).log() * mask).sum(1)
-            zero = torch.zeros(K, dtype=torch.float64)
-            ell = surrogate(log_py, log_ps, zero, b, 1.0, 0.0)
-            rows = []
-            for k in range(K):
-                tiny.zero_grad()
-                (-ell[k] / n_words).backward(retain_graph=True)
-                rows.append(flat_grad())
-            G.append(torch.stack(rows))
-            P.append(log_ps.detach().exp())
-            R.append(float((P[-1] * log_py.detach()).sum()))
-        return G, P, R
 
-    def moments(G, P):
-        mean = sum((p[:, None] * g).sum(0) for g, p in zip(G, P))
-        var = sum(
-            (p[:, None] * (g - (p[:, None] * g).sum(0)) ** 2).sum(0)
-            for g, p in zip(G, P)
-        )
-        return mean, float(var.sum())
-
-    G0, P0, rewards = estimates(0.0)
-    b_good = sum(rewards) / len(rewards)
-    out = {}
-    for b in (0.0, -5.0, b_good):
-        mean, var = moments(*estimates(b)[:2])
-        out[f"the estimator's exact mean with b = {b:.2f}"] = mean
-        out[f"variance with b = {b:.2f}"] = var
-    return {
-        "means": [out[k] for k in out if "mean" in k],
-        "var_0": out["variance with b = 0.00"],
-        "var_good": var,
-    }
+def outputs(results):
+    """The exact mean Σ_s p(s|a) g(s) and the variance of g for each baseline, with
+    g(s) = −(∂ℓ_s/∂log p(y|s) ∂log p(y|s)/∂θ + ∂ℓ_s/∂log p(s|a) ∂log p(s|a)/∂θ)/#words."""
+    means, variances = [], []
+    for k in range(0, len(KEPT), N_IMAGES):
+        mean = var = 0.0
+        for at, (j_py, j_ps), p, n in KEPT[k : k + N_IMAGES]:
+            d_py, d_ps = (t.double() for t in results[at])
+            g = -(d_py @ j_py + d_ps @ j_ps) / n  # (sequences, P)
+            m = (p[:, None] * g).sum(0)
+            mean = mean + m
+            var = var + float((p[:, None] * (g - m) ** 2).sum())
+        means.append(mean)
+        variances.append(var)
+    return {"means": means, "var_0": variances[0], "var_good": variances[-1]}
 
 
 def compare(got, want):

@@ -210,44 +210,51 @@ for b, ((toks, score), (g_toks, g_score)) in enumerate(
 
 
 # %% check id=a3_greedy_test
-def tiny_captioner(kind, V=7, D=4, seed=0):
+def captioner(kind, seed, end_bias=0.0):
+    """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
+    eval mode, and the step that builds the same one in the sandbox."""
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)
     cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
-    model = cls(V, D, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    config = {"embed_dim": 5, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
+    model = cls(7, 4, **config).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
         out = model.L_o if kind == "soft" else model.W_p
-        out.bias[2] += 2.0  # <end>: whatever the seed, some captions end early
-    return model
+        out.bias[2] += end_bias
+    return model, build(cls, (7, 4), config, model.state_dict(), eval=True)
 
 
-def probe(ns):
-    out = {}
-    for kind in ("soft", "butd"):
-        m = tiny_captioner(kind, seed=31)
-        f = torch.randn(24, 5, 4) * 2  # some captions end early
-        got = need(ns, "beam_search")(m, f, beam_size=1, max_len=8)
-        out[kind] = [[list(t), float(s)] for t, s in got]
-    return out
+def captions(result):
+    "[[tokens, score]] from what beam_search returned."
+    return [[list(t), float(s)] for t, s in result]
 
 
-def expect(ns):
+KINDS = ("soft", "butd")
+WANT = {}  # what sat_tutorial.decoding.greedy finds (on the grader's side)
+
+
+def calls():
     from sat_tutorial.decoding import greedy
 
-    out = {}
-    for kind in ("soft", "butd"):
-        m = tiny_captioner(kind, seed=31)
-        f = torch.randn(24, 5, 4) * 2  # some captions end early
-        out[kind] = [[list(g.tokens), float(g.logprob)] for g in greedy(m, f, 8)]
-    return out
+    steps = []
+    for kind in KINDS:
+        m, made = captioner(kind, seed=31, end_bias=2.0)  # some captions end early
+        f = torch.randn(24, 5, 4) * 2
+        WANT[kind] = [[list(g.tokens), float(g.logprob)] for g in greedy(m, f, 8)]
+        steps += [made, call("beam_search", ref(len(steps)), f, beam_size=1, max_len=8)]
+    return steps
+
+
+def outputs(results):
+    return {kind: captions(results[2 * k + 1]) for k, kind in enumerate(KINDS)}
 
 
 def compare(got, want):
-    for kind, caps in want.items():
+    for kind, caps in WANT.items():
         for b, (toks, score) in enumerate(caps):
             mine = got[kind][b]
             if mine[0] != toks:
@@ -310,43 +317,79 @@ for m, f in (
 
 
 # %% check id=a3_brute_force_test
-def _captioner(kind, seed):
+def captioner(kind, seed, end_bias=0.0):
+    """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
+    eval mode, and the step that builds the same one in the sandbox."""
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)
     cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
-    model = cls(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    config = {"embed_dim": 5, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
+    model = cls(7, 4, **config).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
-    return model
+        out = model.L_o if kind == "soft" else model.W_p
+        out.bias[2] += end_bias
+    return model, build(cls, (7, 4), config, model.state_dict(), eval=True)
 
 
-def probe(ns):
-    out = {}
-    for kind, seed in (("soft", 32), ("butd", 33)):
-        m = _captioner(kind, seed)
+def captions(result):
+    "[[tokens, score]] from what beam_search returned."
+    return [[list(t), float(s)] for t, s in result]
+
+
+MODELS = (("soft", 32), ("butd", 33))
+WANT = {}  # the best caption of each image, by enumeration (on the grader's side)
+
+
+def best_by_enumeration(model, feats1, max_len=3):
+    """The best caption of one image `(1, L, D)` among every word sequence of `max_len`
+    steps (a caption ends at its first <end>): [tokens, score]."""
+    import itertools
+
+    V = model.step(torch.ones(1, dtype=torch.long), model.init_state(feats1))[0].shape[
+        1
+    ]
+    seqs = torch.tensor(list(itertools.product(range(V), repeat=max_len)))
+    n = len(seqs)
+    with torch.no_grad():
+        state = tuple(
+            s if i in model.static_state else s.repeat_interleave(n, 0)
+            for i, s in enumerate(model.init_state(feats1))
+        )
+        words = torch.ones(n, dtype=torch.long)  # <start>
+        total, done = torch.zeros(n), torch.zeros(n, dtype=torch.bool)
+        for t in range(max_len):
+            lp, state, _ = model.step(words, state)
+            total += torch.where(done, 0.0, lp.gather(1, seqs[:, t : t + 1]).squeeze(1))
+            done |= seqs[:, t] == 2  # <end>
+            words = seqs[:, t]
+    best = int(total.argmax())
+    toks = seqs[best].tolist()
+    return [toks[: toks.index(2)] if 2 in toks else toks, float(total[best])]
+
+
+def calls():
+    steps = []
+    for kind, seed in MODELS:
+        m, made = captioner(kind, seed)
         f = torch.randn(8, 5, 4) * 2
-        got = need(ns, "beam_search")(m, f, beam_size=49, max_len=3)
-        out[kind] = [[list(t), float(s)] for t, s in got]
-    return out
+        WANT[kind] = [best_by_enumeration(m, f[b : b + 1]) for b in range(8)]
+        steps += [
+            made,
+            call("beam_search", ref(len(steps)), f, beam_size=49, max_len=3),
+        ]
+    return steps
 
 
-def expect(ns):
-    out = {}
-    for kind, seed in (("soft", 32), ("butd", 33)):
-        m = _captioner(kind, seed)
-        f = torch.randn(8, 5, 4) * 2
-        out[kind] = []
-        for b in range(8):
-            toks, score = ns["brute_force"](m, f[b : b + 1], 3)
-            out[kind].append([list(toks), float(score)])
-    return out
+def outputs(results):
+    return {kind: captions(results[2 * k + 1]) for k, (kind, _) in enumerate(MODELS)}
 
 
 def compare(got, want):
-    for kind, caps in want.items():
+    for kind, caps in WANT.items():
         for b, (toks, score) in enumerate(caps):
             mine = got[kind][b]
             if mine[0] != toks:
@@ -374,57 +417,67 @@ for b in range(3):
 
 
 # %% check id=a3_package_test
-def _captioner(kind, seed, end_bias):
+def captioner(kind, seed, end_bias=0.0):
+    """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
+    eval mode, and the step that builds the same one in the sandbox."""
     from sat_tutorial.butd import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)
     cls = SoftAttentionCaptioner if kind == "soft" else BUTDCaptioner
-    model = cls(7, 4, embed_dim=5, hidden_dim=6, attention_dim=5, dropout=0.0).eval()
+    config = {"embed_dim": 5, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
+    model = cls(7, 4, **config).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(2.0)
         out = model.L_o if kind == "soft" else model.W_p
-        out.bias[2] += end_bias  # <end> more likely: captions that end early
-    return model
+        out.bias[2] += end_bias
+    return model, build(cls, (7, 4), config, model.state_dict(), eval=True)
 
 
-def _run(search):
-    out = {}
-    for kind, seed, end_bias in (
-        ("soft", 34, 0.0),
-        ("butd", 30, 0.0),
-        ("soft", 35, 2.0),
-        ("butd", 36, 2.0),
-    ):  # captions of different lengths
-        m = _captioner(kind, seed, end_bias)
-        f = torch.randn(16, 5, 4) * 2
-        for k in (2, 3):
-            early = " (<end> likelier)" if end_bias else ""
-            out[f"{kind}{early}, beam {k}"] = search(m, f, k)
-    return out
+def captions(result):
+    "[[tokens, score]] from what beam_search returned."
+    return [[list(t), float(s)] for t, s in result]
 
 
-def probe(ns):
-    beam_search = need(ns, "beam_search")
-    return _run(
-        lambda m, f, k: [[list(t), float(s)] for t, s in beam_search(m, f, k, 8)]
-    )
+MODELS = (  # captions of different lengths
+    ("soft", 34, 0.0),
+    ("butd", 30, 0.0),
+    ("soft", 35, 2.0),
+    ("butd", 36, 2.0),
+)
+WANT = {}  # what sat_tutorial.decoding.beam_search finds (on the grader's side)
+ASKED = []  # the name of each call's comparison
 
 
-def expect(ns):
+def calls():
     from sat_tutorial.decoding import beam_search
 
-    return _run(
-        lambda m, f, k: [
-            [list(c.tokens), float(c.logprob)]
-            for c in beam_search(m, f, beam_size=k, max_len=8)
-        ]
-    )
+    steps = []
+    ASKED.clear()
+    for kind, seed, end_bias in MODELS:
+        m, made = captioner(kind, seed, end_bias)
+        f = torch.randn(16, 5, 4) * 2
+        steps.append(made)
+        at = len(steps) - 1
+        for k in (2, 3):
+            early = " (<end> likelier)" if end_bias else ""
+            what = f"{kind}{early}, beam {k}"
+            WANT[what] = [
+                [list(c.tokens), float(c.logprob)]
+                for c in beam_search(m, f, beam_size=k, max_len=8)
+            ]
+            steps.append(call("beam_search", ref(at), f, k, 8))
+            ASKED.append((what, len(steps) - 1))
+    return steps
+
+
+def outputs(results):
+    return {what: captions(results[i]) for what, i in ASKED}
 
 
 def compare(got, want):
-    for what, caps in want.items():
+    for what, caps in WANT.items():
         for b, (toks, score) in enumerate(caps):
             mine = got[what][b]
             if mine[0] != toks:

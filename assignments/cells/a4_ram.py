@@ -214,7 +214,12 @@ check_close(
 
 
 # %% check id=a4_loss_value_test
-def _outputs():
+FIELDS = ("logits", "log_pi", "baseline", "mu")  # the outputs that carry gradients
+KEPT = {}  # what calls() keeps for the comparison (on the grader's side)
+
+
+def episode():
+    "A small RAM, its output on a batch, and labels: some answers right, some wrong."
     from sat_tutorial.ram import RAM
 
     seed_everything(44)
@@ -227,9 +232,28 @@ def _outputs():
     return ram, out, y
 
 
-def probe(ns):
-    ram, out, y = _outputs()
-    return {"the hybrid loss": need(ns, "hybrid_loss")(out, y)}
+def loss_steps(out, y):
+    """The RAM's output rebuilt in the sandbox, its fields with gradients as leaves
+    (steps 0 … 3), then hybrid_loss on it (the last step)."""
+    from sat_tutorial.ram import RAMOutput
+
+    steps = [leaf(getattr(out, f)) for f in FIELDS]
+    record = [
+        ref(FIELDS.index(f)) if f in FIELDS else getattr(out, f)
+        for f in RAMOutput._fields
+    ]
+    steps.append(build(RAMOutput, args=record))
+    steps.append(call("hybrid_loss", ref(len(steps) - 1), y))
+    return steps
+
+
+def calls():
+    _, out, y = episode()
+    return loss_steps(out, y)
+
+
+def outputs(results):
+    return {"the hybrid loss": results[-1]}
 
 
 # %% test id=a4_loss_grad_test points=3
@@ -258,25 +282,76 @@ check_close(
 
 
 # %% check id=a4_loss_grad_test
-def probe(ns):
+FIELDS = ("logits", "log_pi", "baseline", "mu")  # the outputs that carry gradients
+KEPT = {}  # what calls() keeps for the comparison (on the grader's side)
+
+
+def episode():
+    "A small RAM, its output on a batch, and labels: some answers right, some wrong."
     from sat_tutorial.ram import RAM
 
-    hybrid_loss = need(ns, "hybrid_loss")
     seed_everything(44)
     ram = RAM(
         g=4, k=2, glimpses=4, hidden=16, glimpse_hidden=8, loc_hidden=8, glimpse_dim=16
     )
     out = ram(torch.rand(8, 1, 28, 28))
     y = torch.randint(0, 10, (8,))
-    y[::2] = out.logits.argmax(-1)[::2]
-    ram.zero_grad()
-    hybrid_loss(out, y).backward()
-    return {
-        f"the gradient of the loss with respect to {n}": (
-            p.grad if p.grad is not None else torch.zeros_like(p)
+    y[::2] = out.logits.argmax(-1)[::2]  # some right, some wrong: rewards 1 and 0
+    return ram, out, y
+
+
+def loss_steps(out, y):
+    """The RAM's output rebuilt in the sandbox, its fields with gradients as leaves
+    (steps 0 … 3), then hybrid_loss on it (the last step)."""
+    from sat_tutorial.ram import RAMOutput
+
+    steps = [leaf(getattr(out, f)) for f in FIELDS]
+    record = [
+        ref(FIELDS.index(f)) if f in FIELDS else getattr(out, f)
+        for f in RAMOutput._fields
+    ]
+    steps.append(build(RAMOutput, args=record))
+    steps.append(call("hybrid_loss", ref(len(steps) - 1), y))
+    return steps
+
+
+def calls():
+    """The loss's gradient with respect to the output's fields (in the sandbox); the
+    parameters' gradients follow here by the chain rule, through the Jacobian of the
+    fields with respect to the parameters (kept)."""
+    ram, out, y = episode()
+    params = dict(ram.named_parameters())
+    rows = []
+    for r in torch.cat([getattr(out, f).reshape(-1) for f in FIELDS]):
+        gs = torch.autograd.grad(
+            r, list(params.values()), retain_graph=True, allow_unused=True
         )
-        for n, p in ram.named_parameters()
-    }
+        rows.append(
+            torch.cat(
+                [
+                    (torch.zeros_like(p) if g is None else g).reshape(-1)
+                    for g, p in zip(gs, params.values())
+                ]
+            )
+        )
+    KEPT["jacobian"] = torch.stack(rows)  # (field elements, parameters)
+    KEPT["shapes"] = {n: p.shape for n, p in params.items()}
+    steps = loss_steps(out, y)
+    steps.append(grad(ref(len(steps) - 1), wrt=range(len(FIELDS))))
+    return steps
+
+
+def outputs(results):
+    by_field = torch.cat([g.reshape(-1).double() for g in results[-1]])
+    flat = by_field @ KEPT["jacobian"].double()
+    out, at = {}, 0
+    for n, shape in KEPT["shapes"].items():
+        size = shape.numel()
+        out[f"the gradient of the loss with respect to {n}"] = flat[
+            at : at + size
+        ].reshape(shape)
+        at += size
+    return out
 
 
 # %% forbid

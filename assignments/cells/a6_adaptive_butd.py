@@ -77,11 +77,14 @@ def calls():
     seed_everything(61)
     sent = VisualSentinel(9, 7)
     x, h, m = torch.randn(4, 9), torch.randn(4, 7), 3 * torch.randn(4, 7)
-    return [("sentinel", (sent, x, h, m), {})]
+    return [
+        build(VisualSentinel, (9, 7), state=sent.state_dict()),
+        call("sentinel", ref(0), x, h, m),
+    ]
 
 
 def outputs(results):
-    return {"s_t": results[0]}
+    return {"s_t": results[1]}
 
 
 # %% md
@@ -213,28 +216,31 @@ assert not torch.allclose(st_next[0], st_next2[0]), (
 
 
 # %% check id=a6_butd_attention_test
-def _steps(butd_step):
+WORDS = ([1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12])  # from step 2 on, h²_{t−1} ≠ 0
+
+
+def calls():
+    """A small BUTD captioner (built in the sandbox) and three steps of butd_step, each
+    from the state the previous one returned."""
     from sat_tutorial.butd import BUTDCaptioner
 
     seed_everything(63)
-    m = BUTDCaptioner(13, 8, embed_dim=4, hidden_dim=6, attention_dim=5, dropout=0.0)
-    m.eval()
-    state = m.init_state(torch.randn(4, 6, 8))
-    out = {}
-    words = [[1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12]]
+    config = {"embed_dim": 4, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
+    m = BUTDCaptioner(13, 8, **config).eval()
     with torch.no_grad():
-        for t, w in enumerate(words):  # from step 2 on, h²_{t−1} is not zero
-            lp, state, alpha = butd_step(m, torch.tensor(w), state)
-            out[t + 1] = (lp, state[0], state[2], alpha)
-    return out
+        state = m.init_state(torch.randn(4, 6, 8))
+    steps = [build(BUTDCaptioner, (13, 8), config, m.state_dict(), eval=True)]
+    for w in WORDS:
+        previous = state if len(steps) == 1 else ref(len(steps) - 1, 1)
+        steps.append(call("butd_step", ref(0), torch.tensor(w), previous))
+    return steps
 
 
-def probe(ns):
-    steps = _steps(need(ns, "butd_step"))
+def outputs(results):
     out = {}
-    for t, (lp, h1, h2, alpha) in steps.items():
+    for t, (lp, state, alpha) in enumerate(results[1:], start=1):
         out[f"α_t at step {t}"] = alpha
-        out[f"h¹_t (the attention LSTM) at step {t}"] = h1
+        out[f"h¹_t (the attention LSTM) at step {t}"] = state[0]
     return out
 
 
@@ -244,25 +250,32 @@ check_close(st[4], regions, "the state keeps v unchanged")
 
 
 # %% check id=a6_butd_words_test
-def _steps(butd_step):
+WORDS = ([1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12])  # from step 2 on, h²_{t−1} ≠ 0
+
+
+def calls():
+    """A small BUTD captioner (built in the sandbox) and three steps of butd_step, each
+    from the state the previous one returned."""
     from sat_tutorial.butd import BUTDCaptioner
 
     seed_everything(63)
-    m = BUTDCaptioner(13, 8, embed_dim=4, hidden_dim=6, attention_dim=5, dropout=0.0)
-    m.eval()
-    state = m.init_state(torch.randn(4, 6, 8))
-    out = {}
-    words = [[1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12]]
+    config = {"embed_dim": 4, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
+    m = BUTDCaptioner(13, 8, **config).eval()
     with torch.no_grad():
-        for t, w in enumerate(words):
-            lp, state, alpha = butd_step(m, torch.tensor(w), state)
-            out[f"h²_t (the language LSTM) at step {t + 1}"] = state[2]
-            out[f"log p(y_t) at step {t + 1}"] = lp
+        state = m.init_state(torch.randn(4, 6, 8))
+    steps = [build(BUTDCaptioner, (13, 8), config, m.state_dict(), eval=True)]
+    for w in WORDS:
+        previous = state if len(steps) == 1 else ref(len(steps) - 1, 1)
+        steps.append(call("butd_step", ref(0), torch.tensor(w), previous))
+    return steps
+
+
+def outputs(results):
+    out = {}
+    for t, (lp, state, alpha) in enumerate(results[1:], start=1):
+        out[f"h²_t (the language LSTM) at step {t}"] = state[2]
+        out[f"log p(y_t) at step {t}"] = lp
     return out
-
-
-def probe(ns):
-    return _steps(need(ns, "butd_step"))
 
 
 # %% forbid

@@ -144,66 +144,59 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 # %% check id=a7_summary_test
-def probe(ns):
-    import json
-    import tempfile
-    from pathlib import Path
+KEYS = ("model", "data", "n_test", "steps", "minutes", "bleu4", "attention_correctness")
 
-    run_summary = need(ns, "run_summary")
+
+def calls():
+    """A run folder with the three JSON files (values drawn from the grading seed), and
+    one without test_metrics.json, written in the sandbox; run_summary on each."""
+    import json
+
     seed_everything(71)
     n = torch.randint(100, 2000, (4,)).tolist()
     u = torch.rand(6).tolist()
-    with tempfile.TemporaryDirectory() as tmp:
-        fake = Path(tmp)
-        files = {
-            "config.json": {
-                "model": ["soft", "hard", "butd"][n[0] % 3],
-                "data": "scenes",
-                "n_test": n[1],
-                "n_val": n[2],
-                "steps": 0,
-            },
-            "train_summary.json": {
-                "steps": n[3],
-                "minutes": round(1 + 9 * u[0], 2),
-                "best": round(500 * u[1], 1),
-            },
-            "test_metrics.json": {
-                "bleu1": round(100 * u[2], 2),
-                "bleu4": round(100 * u[3], 2),
-                "cider": round(600 * u[4], 1),
-                "attention_correctness": round(u[5], 3),
-            },
-        }
-        for name, content in files.items():
-            (fake / name).write_text(json.dumps(content))
-        got = dict(run_summary(fake))
-        (fake / "test_metrics.json").unlink()
-        try:
-            run_summary(fake)
-        except FileNotFoundError as e:
-            missing = (
-                "raises FileNotFoundError naming it"
-                if "test_metrics.json" in str(e)
-                else str(e)
-            )
-        except Exception as e:
-            missing = f"raises {type(e).__name__}"
-        else:
-            missing = "raises nothing"
-    keys = (
-        "model",
-        "data",
-        "n_test",
-        "steps",
-        "minutes",
-        "bleu4",
-        "attention_correctness",
-    )
-    return {
-        "run_summary(...)": {k: got.get(k) for k in keys},
-        "a missing test_metrics.json": missing,
+    run = {
+        "config.json": {
+            "model": ["soft", "hard", "butd"][n[0] % 3],
+            "data": "scenes",
+            "n_test": n[1],
+            "n_val": n[2],
+            "steps": 0,
+        },
+        "train_summary.json": {
+            "steps": n[3],
+            "minutes": round(1 + 9 * u[0], 2),
+            "best": round(500 * u[1], 1),
+        },
+        "test_metrics.json": {
+            "bleu1": round(100 * u[2], 2),
+            "bleu4": round(100 * u[3], 2),
+            "cider": round(600 * u[4], 1),
+            "attention_correctness": round(u[5], 3),
+        },
     }
+    texts = {name: json.dumps(content) for name, content in run.items()}
+    del_metrics = {k: v for k, v in texts.items() if k != "test_metrics.json"}
+    return [
+        files(texts),
+        call("run_summary", ref(0)),
+        files(del_metrics),
+        call("run_summary", ref(2), catch=True),
+    ]
+
+
+def outputs(results):
+    got, missing = results[1], results[3]
+    if missing[0] == "returned":
+        missing = "raises nothing"
+    elif missing[1] != "FileNotFoundError":
+        missing = f"raises {missing[1]}"
+    else:  # the first line of its message
+        named = "test_metrics.json" in missing[2]
+        missing = "raises FileNotFoundError naming it" if named else missing[2]
+    if isinstance(got, dict):
+        got = {k: got.get(k) for k in KEYS}
+    return {"run_summary(...)": got, "a missing test_metrics.json": missing}
 
 
 # %% md
@@ -280,7 +273,7 @@ def evaluate_run():
     return out
 
 
-def probe(ns):
+def probe():
     shared["a7_run"] = evaluate_run()
     return shared["a7_run"]
 
@@ -336,7 +329,7 @@ print(
 TARGET = 0.6
 
 
-def probe(ns):
+def probe():
     "The evaluation a7_rules_test's probe made (the probes run in one process)."
     if "a7_run" not in shared:
         raise RuntimeError("the run was not evaluated (a7_rules_test's probe failed)")
