@@ -18,12 +18,15 @@ wall-clock limit. Inside, no user namespace can be made (`--disable-userns`, whe
 installed bubblewrap has it), and Python reads no user site (`-s`,
 `PYTHONNOUSERSITE=1`) and never puts the submission folder on `sys.path`.
 
+The package it binds is, while a submission is graded, the assignment's stubbed copy
+(stubs.py, through `package`): the functions that compute what the parts ask for are
+stubs there, so no route from inside (a call, an unwrapped guard, the source read and
+executed) reaches them.
+
 What it does not protect against (see assignments/README.md): reading the parts of the
-system it binds (the Python environment, the package's source, the locale and font
-files); using the full CPU and memory up to the limits; a kernel or bubblewrap
-vulnerability; and anything a submission computes within its own process (it could
-execute the package's source itself: that is copying, caught by reading, not by the
-grader).
+system it binds (the Python environment, the package's stubbed source, the locale and
+font files); using the full CPU and memory up to the limits; a kernel or bubblewrap
+vulnerability.
 """
 
 from __future__ import annotations

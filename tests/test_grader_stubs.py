@@ -272,3 +272,45 @@ print("ok")
         cwd=tmp_path,
     )
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-3000:]
+
+
+def test_the_sandbox_binds_the_stubbed_copy_and_hides_other_copies(
+    tmp_path, monkeypatch
+):
+    """Inside `sandbox.package(folder)` the sandbox binds that folder at
+    /pkg/sat_tutorial (outside it, the package itself), and a `sat_tutorial` installed
+    in a bound Python environment is covered by an empty folder."""
+    import sandbox
+
+    if not sandbox.shutil.which("bwrap"):
+        pytest.skip("bubblewrap is not installed")
+    prefix = tmp_path / "env"
+    installed = prefix / "lib" / "python3.11" / "site-packages" / "sat_tutorial"
+    installed.mkdir(parents=True)
+    monkeypatch.setattr(sandbox.sys, "prefix", str(prefix))
+    copy = tmp_path / "stubbed" / "sat_tutorial"
+    copy.mkdir(parents=True)
+
+    def binds(cmd):
+        return [cmd[i + 1] for i, a in enumerate(cmd) if a == "--ro-bind"]
+
+    def pkg(cmd):
+        return [
+            cmd[i + 1]
+            for i, a in enumerate(cmd[:-2])
+            if cmd[i + 2] == "/pkg/sat_tutorial"
+        ]
+
+    args = (["true"], tmp_path, tmp_path, KIT / "runner.py")
+    with sandbox.package(copy):
+        inside = sandbox.command(*args)
+    outside = sandbox.command(*args)
+    assert pkg(inside) == [str(copy)] and str(sandbox.package_dir()) not in binds(
+        inside
+    )
+    assert pkg(outside) == [str(sandbox.package_dir())]
+    k = inside.index(str(installed))
+    assert inside[k - 1] == "--tmpfs" and inside[k + 1 : k + 3] == [
+        "--remount-ro",
+        str(installed),
+    ]
