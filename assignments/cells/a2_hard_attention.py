@@ -346,8 +346,6 @@ def estimates(b):
     return G, P
 
 
-
-
 def exact_bound():
     """L_s = Σ_s p(s|a) log p(y|s,a) `(2,)`, every location sequence of each tiny image
     enumerated."""
