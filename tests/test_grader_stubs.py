@@ -65,8 +65,7 @@ def _function(path: Path, qual: str):
 @pytest.mark.parametrize("name", STUBBED)
 def test_a_stubbed_function_keeps_only_its_signature(copies, name):
     pkg = copies[name]
-    real = stubs.PACKAGE_DIR if hasattr(stubs, "PACKAGE_DIR") else None
-    real = real or Path(__import__("sat_tutorial").__file__).resolve().parent
+    real = Path(__import__("sat_tutorial").__file__).resolve().parent
     emptied = stubs.stubbed_entries(name, _listed(name))
     assert emptied, name
     for entry in emptied:
