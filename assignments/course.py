@@ -126,8 +126,12 @@ def grade(
     seed in the same call. The probes' calls are made here, before any sandbox starts
     (grading.make_calls). Each submission is graded in its own try/except (whatever it
     did, it gets a row: 0 for its parts and one line) and, as soon as it is graded, its
-    feedback is written and its row merged into `csv_path` (atomically)."""
+    feedback is written and its row merged into `csv_path` (atomically). Submissions
+    run with a copy of the package whose functions on the assignment's stub list have
+    no body (stubs.py), built once per assignment in this call; the solution's run,
+    which only computes what they are compared with, has the package itself."""
     import grading
+    import stubs
 
     names = names or assignments(root)
     seed = secrets.randbits(32) if seed is None else int(seed)
@@ -154,22 +158,29 @@ def grade(
                 tasks.append((name, folder.name))
 
     inputs = Path(tempfile.mkdtemp(prefix="sat-calls-"))  # the probes' calls
+    stubbed = stubs.Stubbed()  # the package each assignment's sandboxes see
     try:
         for name in names:  # here, before the threads: it seeds the generators
             grading.make_calls(specs[name][1], seed, inputs / name)
+            stubbed.get(name, specs[name][1].get("forbid", []))  # a stale list stops
         return _grade(
-            root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs
+            root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs, stubbed
         )
     finally:
         shutil.rmtree(inputs, ignore_errors=True)
+        stubbed.close()
 
 
-def _grade(root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs):
-    "grade's work, once the probes' calls are in `inputs`/<assignment>/."
+def _grade(
+    root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs, stubbed
+):
+    """grade's work, once the probes' calls are in `inputs`/<assignment>/; `stubbed`
+    makes each assignment's stubbed package."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
     import grading
+    import sandbox
 
     sub_root = root / "submitted"
     wants, locks = {}, {name: threading.Lock() for name in names}
@@ -209,12 +220,13 @@ def _grade(root, specs, tasks, names, limit, jobs, log, csv_path, seed, inputs):
             row["problems"].append(problem)
             return row
         cells, missing = grading.assemble(source, nb)
-        got = grading.run(
-            cells, checks, limit, files=sub, seed=seed, calls=inputs / name
-        )
-        if any(c["alone"] for c in checks["parts"].values()):
-            alone = grading.run([], checks, limit, files=sub, alone=True, seed=seed)
-            got["parts"].update(alone["parts"])
+        with sandbox.package(stubbed.get(name, checks.get("forbid", []))):
+            got = grading.run(
+                cells, checks, limit, files=sub, seed=seed, calls=inputs / name
+            )
+            if any(c["alone"] for c in checks["parts"].values()):
+                alone = grading.run([], checks, limit, files=sub, alone=True, seed=seed)
+                got["parts"].update(alone["parts"])
         scores = grading.score_parts(checks, points, got["parts"], reference(name))
         for part in sorted(scores):
             pts, why = scores[part]

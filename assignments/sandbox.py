@@ -18,16 +18,21 @@ wall-clock limit. Inside, no user namespace can be made (`--disable-userns`, whe
 installed bubblewrap has it), and Python reads no user site (`-s`,
 `PYTHONNOUSERSITE=1`) and never puts the submission folder on `sys.path`.
 
+The package it binds is, while a submission is graded, the assignment's stubbed copy
+(stubs.py, through `package`): the functions that compute what the parts ask for are
+stubs there, so no route from inside (a call, an unwrapped guard, the source read and
+executed) reaches them.
+
 What it does not protect against (see assignments/README.md): reading the parts of the
-system it binds (the Python environment, the package's source, the locale and font
-files); using the full CPU and memory up to the limits; a kernel or bubblewrap
-vulnerability; and anything a submission computes within its own process (it could
-execute the package's source itself: that is copying, caught by reading, not by the
-grader).
+system it binds (the Python environment, the package's stubbed source, the locale and
+font files); using the full CPU and memory up to the limits; a kernel or bubblewrap
+vulnerability.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import os
 import resource
@@ -136,6 +141,36 @@ def package_dir() -> Path:
     return Path(sat_tutorial.__file__).resolve().parent
 
 
+_PACKAGE: contextvars.ContextVar = contextvars.ContextVar("package", default=None)
+
+
+@contextlib.contextmanager
+def package(folder: Path):
+    """Within this block (in this thread), `command` binds `folder` at
+    /pkg/sat_tutorial instead of the package itself: course.py grades each submission
+    with the stubbed copy of its assignment (stubs.py)."""
+    token = _PACKAGE.set(Path(folder))
+    try:
+        yield
+    finally:
+        _PACKAGE.reset(token)
+
+
+def _hidden_copies(pkg: Path) -> list[str]:
+    """Empty, read-only folders over any other `sat_tutorial` inside the bound Python
+    environments (a non-editable install in site-packages holds the whole package):
+    the sandbox sees the package only at /pkg/sat_tutorial, as bound."""
+    args = []
+    exe = Path(sys.executable)
+    seen = set()
+    for p in sorted({sys.prefix, sys.base_prefix, str(exe.resolve().parent.parent)}):
+        for lib in Path(p).glob("lib*/python*/*-packages/sat_tutorial"):
+            if lib.is_dir() and lib.resolve() != pkg.resolve() and lib not in seen:
+                seen.add(lib)
+                args += ["--tmpfs", str(lib), "--remount-ro", str(lib)]
+    return args
+
+
 def command(
     argv: list[str],
     work: Path,
@@ -146,9 +181,9 @@ def command(
 ) -> list[str]:
     """The bwrap command line that runs `argv` with `work` as its writable /submission
     (and current folder), `out` as writable /out, `grader` (runner.py) read-only at
-    /grader/runner.py, the package read-only at /pkg/sat_tutorial and, when given,
-    the folder `inputs` (the probes' calls and their arguments) read-only at /in; no
-    network."""
+    /grader/runner.py, the package read-only at /pkg/sat_tutorial (the folder of the
+    enclosing `package` block, else the package itself) and, when given, the folder
+    `inputs` (the probes' calls and their arguments) read-only at /in; no network."""
     exe = shutil.which("bwrap")
     if not exe:
         raise SandboxMissing(INSTALL)
@@ -172,7 +207,9 @@ def command(
     # bound on top of it, not hidden by it
     args += ["--size", str(256 * MIB), "--tmpfs", "/tmp"]
     args += _system()
-    args += ["--ro-bind", str(package_dir()), "/pkg/sat_tutorial"]
+    pkg = _PACKAGE.get() or package_dir()
+    args += _hidden_copies(pkg)
+    args += ["--ro-bind", str(pkg), "/pkg/sat_tutorial"]
     args += ["--ro-bind", str(grader), "/grader/runner.py"]
     args += ["--dev", "/dev", "--proc", "/proc"]
     args += ["--bind", str(work), "/submission", "--bind", str(out), "/out"]

@@ -43,7 +43,14 @@ NAMES = sorted(
 )
 TIMEOUT = 30  # seconds per cell while testing (the kit's own default is 120)
 LOOP = "a1_soft_attention"  # also gets the bad submissions and the victim
-KIT_FILES = ("nbgrader_config.py", "course.py", "grading.py", "runner.py", "sandbox.py")
+KIT_FILES = (
+    "nbgrader_config.py",
+    "course.py",
+    "grading.py",
+    "runner.py",
+    "sandbox.py",
+    "stubs.py",
+)
 
 warnings.filterwarnings("ignore", module="sqlalchemy")
 

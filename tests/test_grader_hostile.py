@@ -28,7 +28,14 @@ import grading  # noqa: E402
 import sandbox  # noqa: E402
 
 A1 = "a1_soft_attention"
-KIT_FILES = ("nbgrader_config.py", "course.py", "grading.py", "runner.py", "sandbox.py")
+KIT_FILES = (
+    "nbgrader_config.py",
+    "course.py",
+    "grading.py",
+    "runner.py",
+    "sandbox.py",
+    "stubs.py",
+)
 PARTS = ("a1_attend_test", "a1_beta_test", "a1_init_test", "a1_penalty_test")
 
 

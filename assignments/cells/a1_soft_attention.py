@@ -8,12 +8,16 @@
 # first signal. The grader's checks decide the grade (10 points): they compare your
 # functions with the solution's on fresh inputs and look for the usual mistakes.
 #
-# **What you may call.** torch, and the layers you are handed (`att.W_a`, `att.W_h`,
-# `att.w`, `f_beta`, `init_h`, `init_c`). The package's own implementations of what you
-# write (`SoftAttention.forward`, `SoftAttentionCaptioner.context` and `.init_state`,
-# `doubly_stochastic_penalty`) refuse calls from your code: a part that calls them
-# scores 0. The grader runs your functions on its own inputs in a separate process and
-# compares the results with the solution's; the tests below only help you.
+# **What you may use.** torch, and the layers you are handed (`att.W_a`, `att.W_h`,
+# `att.w`, `f_beta`, `init_h`, `init_c`). Write each answer yourself: copying code from
+# the package (its source, its notebooks) or from anyone else into an answer is not
+# allowed, whether pasted or read and executed while the notebook runs. While your
+# notebook is graded, the package's implementations of what the parts ask for are not
+# there: those functions raise `NotImplementedError` (`SoftAttention.forward` and
+# `.scores`, `beta_gate`, `SoftAttentionCaptioner.context`, `.init_state` and
+# `doubly_stochastic_penalty` among them); a part that relies on them scores 0. The
+# grader runs your functions on its own inputs in a separate process and compares the
+# results with the solution's; the tests below only help you.
 #
 # Shapes: `B` images, `L` locations (grid cells), `D` annotation size, `H` LSTM size,
 # `A` attention size, `T` steps.
@@ -298,6 +302,10 @@ def outputs(results):
 
 # %% forbid
 # sat_tutorial.soft_attention:SoftAttention.forward
+# sat_tutorial.soft_attention:SoftAttention.scores
+# sat_tutorial.soft_attention_beyond:additive_scores
+# sat_tutorial.soft_attention_beyond:FastSoftAttention.scores
+# sat_tutorial.soft_attention:beta_gate
 # sat_tutorial.soft_attention:SoftAttentionCaptioner.context
 # sat_tutorial.soft_attention:SoftAttentionDecoder.init_state
 # sat_tutorial.soft_attention:doubly_stochastic_penalty

@@ -7,14 +7,19 @@
 # You write the sampler, the log-probability and entropy of a location sequence, the
 # moving-average baseline and the per-caption surrogate whose gradient is the learning
 # rule. The grader's checks test your estimator against the **exact** gradient of $L_s$,
-# computed by enumerating every location sequence of a tiny model
-# (`lower_bound_by_enumeration`, as in the notebook).
+# computed by enumerating every location sequence of a tiny model (as
+# `lower_bound_by_enumeration` does in the notebook).
 #
-# **What you may call.** torch (`torch.multinomial`, `torch.xlogy`, …) and the given
-# code. The package's own `location_log_prob`, `attention_entropy` and
-# `reinforce_surrogate` refuse calls from your code: a part that calls them scores 0.
-# The grader runs your functions on its own inputs in a separate process and compares
-# the results with the solution's; the tests below only help you.
+# **What you may use.** torch (`torch.multinomial`, `torch.xlogy`, …) and the given
+# code. Write each answer yourself: copying code from the package (its source, its
+# notebooks) or from anyone else into an answer is not allowed, whether pasted or read
+# and executed while the notebook runs. While your notebook is graded, the package's
+# implementations of what the parts ask for are not there: those functions raise
+# `NotImplementedError` (`sample_locations`, `location_log_prob(s)`,
+# `attention_entropy`, `reinforce_surrogate` and `update_baseline` among them, and with
+# them `lower_bound_by_enumeration`); a part that relies on them scores 0. The grader
+# runs your functions on its own inputs in a separate process and compares the results
+# with the solution's; the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
 # both). 10 points.
@@ -23,11 +28,7 @@
 import math
 import torch
 from sat_tutorial.core import check_close, seed_everything
-from sat_tutorial.hard_attention import (
-    HardAttentionCaptioner,
-    location_sequences,
-    lower_bound_by_enumeration,
-)
+from sat_tutorial.hard_attention import HardAttentionCaptioner, location_sequences
 from sat_tutorial.soft_attention import target_mask, word_nll
 
 torch.set_num_threads(1)
@@ -362,7 +363,20 @@ def estimates(b):
     return G, P
 
 
-L_s, _ = lower_bound_by_enumeration(tiny, tf, tc, tl)
+def exact_bound():
+    """L_s = Σ_s p(s|a) log p(y|s,a) `(2,)`, every location sequence of each tiny image
+    enumerated."""
+    out = []
+    for i in range(2):
+        S = location_sequences(int(tl[i]) - 1, 3, 3)
+        c, l = tc[i : i + 1].expand(len(S), -1), tl[i : i + 1].expand(len(S))
+        logits, alpha, _ = tiny.rollout(tf[i : i + 1].expand(len(S), -1, -1), c, l, s=S)
+        log_s = alpha.gather(-1, S[..., None]).squeeze(-1).log() * target_mask(c, l)
+        out.append((log_s.sum(1).exp() * -word_nll(logits, c, l).sum(1)).sum())
+    return torch.stack(out)
+
+
+L_s = exact_bound()
 tiny.zero_grad()
 (-L_s.sum() / n_words).backward()
 exact = flat_grad()
@@ -480,6 +494,11 @@ def compare(got, want):
 
 
 # %% forbid
+# sat_tutorial.hard_attention:sample_locations
+# sat_tutorial.hard_attention:location_log_probs
 # sat_tutorial.hard_attention:location_log_prob
 # sat_tutorial.hard_attention:attention_entropy
 # sat_tutorial.hard_attention:reinforce_surrogate
+# sat_tutorial.hard_attention:HardAttentionCaptioner.update_baseline
+# sat_tutorial.hard_attention:learning_rule_loss
+# sat_tutorial.hard_attention_beyond:credited_surrogate

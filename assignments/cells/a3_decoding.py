@@ -16,12 +16,15 @@
 # is. The best caption of an image is the beam with the highest score (no length
 # normalisation). Any word id may be emitted (do not forbid any).
 #
-# **What you may call.** torch, `model.init_state`, `model.step`, `model.static_state`
-# and the given `select_state`. The package's `decoding.beam_search`, `decoding.greedy`
-# and `decoding.expand_state` refuse calls from your code: a part that calls them scores
-# 0. The grader runs your functions in a separate process and compares the results with
-# enumeration, greedy decoding and the package's beam search; the tests below only help
-# you.
+# **What you may use.** torch, `model.init_state`, `model.step`, `model.static_state`
+# and the given `select_state`. Write each answer yourself: copying code from the
+# package (its source, its notebooks) or from anyone else into an answer is not allowed,
+# whether pasted or read and executed while the notebook runs. While your notebook is
+# graded, the package's implementations of what the parts ask for are not there: those
+# functions raise `NotImplementedError` (`decoding.beam_search`, `greedy`, `decode` and
+# `expand_state`); a part that relies on them scores 0. The grader runs your functions
+# on its own inputs in a separate process and compares the results with the solution's;
+# the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
 # both). 10 points.
@@ -493,5 +496,7 @@ def compare(got, want):
 
 # %% forbid
 # sat_tutorial.decoding:beam_search
+# sat_tutorial.decoding:_best_beams
 # sat_tutorial.decoding:greedy
+# sat_tutorial.decoding:decode
 # sat_tutorial.decoding:expand_state

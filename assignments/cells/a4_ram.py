@@ -8,11 +8,15 @@
 # loss; the model (`sat_tutorial.ram.RAM`) is given. The grader's checks compare with
 # the instructor's solution, values and gradients.
 #
-# **What you may call.** torch, the given `glimpse_corners` and the model `RAM`. The
-# package's `retina`, `retina_reference`, `gaussian_log_prob` and `ram_loss` refuse
-# calls from your code: a part that calls them scores 0. The grader runs your functions
-# on its own inputs in a separate process and compares the results (values and
-# gradients) with the solution's; the tests below only help you.
+# **What you may use.** torch, the given `glimpse_corners` and the model `RAM`. Write
+# each answer yourself: copying code from the package (its source, its notebooks) or
+# from anyone else into an answer is not allowed, whether pasted or read and executed
+# while the notebook runs. While your notebook is graded, the package's implementations
+# of what the parts ask for are not there: those functions raise `NotImplementedError`
+# (`retina_reference` and `ram_loss` among them; `retina` and `gaussian_log_prob` stay,
+# because `RAM` runs them, but your code may not call them); a part that relies on them
+# scores 0. The grader runs your functions on its own inputs in a separate process and
+# compares the results with the solution's; the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
 # both). 10 points.
@@ -358,4 +362,5 @@ def outputs(results):
 # sat_tutorial.ram:retina
 # sat_tutorial.ram:retina_reference
 # sat_tutorial.ram:gaussian_log_prob
+# sat_tutorial.ram:reinforce_samples
 # sat_tutorial.ram:ram_loss

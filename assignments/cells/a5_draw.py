@@ -7,11 +7,15 @@
 # $\mathcal L^z$ — including its constant, which a popular implementation gets wrong.
 # The grader's checks compare with `sat_tutorial.draw` on fresh inputs.
 #
-# **What you may call.** torch and the given `attention_params`. The package's
-# `filterbank`, `read_glimpse`, `write_patch` and `kl_standard_normal` refuse calls from
-# your code: a part that calls them scores 0. The grader runs your functions on its own
-# inputs in a separate process and compares the results with the solution's; the tests
-# below only help you.
+# **What you may use.** torch and the given `attention_params`. Write each answer
+# yourself: copying code from the package (its source, its notebooks) or from anyone
+# else into an answer is not allowed, whether pasted or read and executed while the
+# notebook runs. While your notebook is graded, the package's implementations of what
+# the parts ask for are not there: those functions raise `NotImplementedError`
+# (`filterbank`, `read_glimpse`, `write_patch`, `attentive_read`, `attentive_write`,
+# `kl_standard_normal` and `draw_loss`); a part that relies on them scores 0. The grader
+# runs your functions on its own inputs in a separate process and compares the results
+# with the solution's; the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
 # both). 10 points.
@@ -251,4 +255,7 @@ def outputs(results):
 # sat_tutorial.draw:filterbank
 # sat_tutorial.draw:read_glimpse
 # sat_tutorial.draw:write_patch
+# sat_tutorial.draw:attentive_read
+# sat_tutorial.draw:attentive_write
 # sat_tutorial.draw:kl_standard_normal
+# sat_tutorial.draw:draw_loss

@@ -12,12 +12,16 @@
 # grader's checks compare with `VisualSentinel`, `AdaptiveAttention.combine` and
 # `BUTDCaptioner.step`.
 #
-# **What you may call.** torch and the modules you are handed (`sent.W_x`, `sent.W_h`,
-# `model.embed`, the LSTM cells, `model.attention`, `model.W_p`). The package's
-# `VisualSentinel.forward`, `AdaptiveAttention.combine` and `BUTDCaptioner.step` refuse
-# calls from your code: a part that calls them scores 0. The grader runs your functions
-# on its own inputs in a separate process and compares the results with the solution's;
-# the tests below only help you.
+# **What you may use.** torch and the modules you are handed (`sent.W_x`, `sent.W_h`,
+# `model.embed`, the LSTM cells, `model.attention`, `model.W_p`). Write each answer
+# yourself: copying code from the package (its source, its notebooks) or from anyone
+# else into an answer is not allowed, whether pasted or read and executed while the
+# notebook runs. While your notebook is graded, the package's implementations of what
+# the parts ask for are not there: those functions raise `NotImplementedError`
+# (`VisualSentinel.forward`, `AdaptiveAttention.combine`, and `BUTDCaptioner.step` and
+# `._recurrence` among them); a part that relies on them scores 0. The grader runs your
+# functions on its own inputs in a separate process and compares the results with the
+# solution's; the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
 # both). 10 points.
@@ -282,3 +286,6 @@ def outputs(results):
 # sat_tutorial.adaptive_attention:VisualSentinel.forward
 # sat_tutorial.adaptive_attention:AdaptiveAttention.combine
 # sat_tutorial.butd:BUTDCaptioner.step
+# sat_tutorial.butd:BUTDCaptioner._recurrence
+# sat_tutorial.butd:PaperBUTDCaptioner.step
+# sat_tutorial.butd:PaperBUTDCaptioner._recurrence

@@ -26,6 +26,13 @@
 # for reaching the target. What it cannot check: how long a checkpoint really trained
 # (it reads the checkpoint's own configuration), so the 10-minute rule stays a rule you
 # keep.
+#
+# **What you may use.** The package's command line (`sat-tutorial train`) and its
+# options for the run; the standard library (`json`, `pathlib`) for `run_summary`, which
+# you write yourself. Copying code from the package or from anyone else into an answer
+# is not allowed. This assignment grades a run, not a piece of the package, so no part
+# of the package is taken out while it is graded; the grader still evaluates the
+# checkpoint itself, in a sandbox with none of your code.
 
 # %%
 import json, os, subprocess, sys, tempfile
