@@ -237,7 +237,7 @@ def writable_file(path, flag: str) -> Path:
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import Interrupted, StopRun, replace_old
-from .runs import add_run_flags, check_run_flags, release_run
+from .runs import add_run_flags, check_run_flags, release_run, write_json
 
 # every training command checks --out with the Learner's `check_out` (notebook 12c)
 
@@ -387,7 +387,7 @@ def cmd_train(args) -> int:
                 progress=True,
                 loader=loader,
             )
-            (out / "test_metrics.json").write_text(json.dumps(m, indent=1))
+            write_json(m, out / "test_metrics.json")
             print(json.dumps(m, indent=1))
             print(f"wrote {out / 'test_metrics.json'}")
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:

@@ -20,7 +20,7 @@ from sat_tutorial.core import (
     seed_int,
     unit_float,
 )
-from .runs import BATCH_SIZE
+from .runs import BATCH_SIZE, write_json
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0
@@ -315,7 +315,7 @@ def _demo_evaluate(out: Path, cfg, recs, run: dict):
         max_len=cfg.max_len,
         progress=True,
     )
-    (out / "metrics.json").write_text(json.dumps({**m, **run}, indent=1))
+    write_json({**m, **run}, out / "metrics.json")
     (out / "captions.json").write_text(
         json.dumps(
             {

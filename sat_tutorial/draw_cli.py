@@ -37,7 +37,13 @@ from sat_tutorial.draw_training import (
     plot_canvas_strip,
 )
 from .learner import replace_old
-from .runs import add_run_flags, check_run_flags, load_run, save_run
+from sat_tutorial.runs import (
+    add_run_flags,
+    check_run_flags,
+    load_run,
+    save_run,
+    write_json,
+)
 
 # %% auto #0
 __all__ = ['add_cli']
@@ -87,7 +93,7 @@ def _write_metrics(out: Path, model, train, test, run: dict) -> dict:
         "final_train_bound": float(np.mean(losses[-100:])) if losses else None,
         **run,
     }
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    write_json(metrics, out / "metrics.json")
     print(
         f"test NLL bound {res['nll_bound']:.2f} nats (L^x {res['L_x']:.2f} + L^z "
         f"{res['L_z']:.2f}); wrote {out / 'metrics.json'} and {out / 'checkpoint.pt'}"

@@ -400,7 +400,7 @@ class Progress(Callback):
             )
 
 # %% ../nbs/12e_fit_captioners.ipynb #539dd697
-from .runs import KINDS, format_tag
+from .runs import KINDS, format_tag, write_json
 
 # "sat_tutorial.captioner/1": the run format of notebook 12f
 FORMAT = format_tag("captioner", KINDS["captioner"].version)
@@ -596,7 +596,7 @@ def finish(run: Run, learn: Learner, started: bool) -> dict:
         )
         run.log("skipped data: " + problems)
     if run.rank == 0:
-        (run.out_dir / "train_summary.json").write_text(json.dumps(summary, indent=1))
+        write_json(summary, run.out_dir / "train_summary.json")
     for st in {id(s): s for s in run.stores.values()}.values():
         st.close()
     if run.world > 1:  # drop DDP's references to the process group, so that its
@@ -644,7 +644,6 @@ def fit(
     if rank == 0:
         if on_start is not None:
             on_start()
-        config = json.dumps(asdict(run.cfg), indent=1)  # as resolved
-        (run.out_dir / "config.json").write_text(config)
+        write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
     learn.fit()
     return finish(run, learn, started)

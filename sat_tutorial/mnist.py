@@ -28,8 +28,8 @@ from .core import InputError, data_root
 __all__ = ['MNIST_FILES', 'MD5', 'MIRRORS', 'TIMEOUT', 'STANDIN_FONTS', 'STANDIN_SIZES', 'STANDIN_SOURCE', 'MNIST_HINT',
            'FIXED_SOURCE', 'DYNAMIC_SOURCE', 'DATA_HINT', 'TASKS', 'CLUTTER', 'TEST_SEED', 'offline', 'fetch',
            'check_md5', 'read_idx', 'standin_templates', 'standin_mnist', 'standin_notice', 'data_folder', 'have_mnist',
-           'load_mnist', 'parse_amat', 'BinaryImages', 'load_binarized_mnist', 'marginal_nll', 'make_layout', 'render',
-           'GlimpseMNIST']
+           'load_mnist', 'mnist_source', 'parse_amat', 'BinaryImages', 'load_binarized_mnist', 'marginal_nll',
+           'make_layout', 'render', 'GlimpseMNIST']
 
 # %% ../nbs/01c_mnist.ipynb #473c0e6e
 MNIST_FILES = {
@@ -396,6 +396,13 @@ def load_mnist(
         )
     standin_notice(folder)
     return standin_mnist(split)
+
+# %% ../nbs/01c_mnist.ipynb #4b8300d9
+def mnist_source() -> str:
+    "What `load_mnist` reads, for a run's records: MNIST (MD5-checked) or the stand-in."
+    if have_mnist("train", download=False):
+        return f"MNIST from {data_folder('mnist', 'raw')} (files MD5-checked)"
+    return STANDIN_SOURCE
 
 # %% ../nbs/01c_mnist.ipynb #d3420eaa
 _ALLOWED = np.zeros(256, bool)

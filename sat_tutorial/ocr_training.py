@@ -33,7 +33,7 @@ from sat_tutorial.learner import (
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words
 from .optimization import _amp
-from .runs import load_run, save_run
+from .runs import load_run, save_run, write_json
 
 # %% auto #0
 __all__ = ['OCR_FILES', 'random_batches', 'char_objective', 'Cosine', 'LossLog', 'train_ocr']
@@ -178,9 +178,7 @@ def train_ocr(
         **{k: v for k, v in ev.items() if k != "readings"},
     }
     if out is not None:
-        tmp = out / ".metrics.json.tmp"
-        tmp.write_text(json.dumps(metrics, indent=1))
-        tmp.replace(out / "metrics.json")
+        write_json(metrics, out / "metrics.json")
     return model, metrics
 
 # %% ../nbs/14d_ocr_training.ipynb #ocr00042b

@@ -31,8 +31,10 @@ from sat_tutorial.learner import (
     check_out,
     replace_old,
 )
+from .mnist import mnist_source
 from sat_tutorial.runs import (
     RunRecord,
+    write_json,
     add_run_flags,
     load_run,
     register_kind,
@@ -418,6 +420,7 @@ def _summary(learn: Learner, run: dict, validate: Validate) -> dict:
     seconds = 60 * state["minutes"] - validate.seconds  # evaluation excluded
     return {
         "config": asdict(run["cfg"]),
+        "data": mnist_source(),
         "device": str(run["device"]),
         **{k: state[k] for k in ("step", "history", "evals", "best")},
         "train_seconds": seconds,
@@ -428,9 +431,7 @@ def _summary(learn: Learner, run: dict, validate: Validate) -> dict:
 
 def _write_metrics(out: Path, summary: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)  # also where no checkpoint was written
-    tmp = out / ".metrics.json.tmp"
-    tmp.write_text(json.dumps(summary, indent=1))
-    tmp.replace(out / "metrics.json")
+    write_json(summary, out / "metrics.json")
 
 # %% ../nbs/03b_ram_training.ipynb #ramlrn08
 def _ram_saver(run: dict, model: RAM, opt, validate: Validate) -> Callable:
@@ -561,6 +562,7 @@ def _cmd_evaluate(args) -> int:
     res = {
         "checkpoint": str(args.checkpoint),
         "task": cfg.task,
+        "data": mnist_source(),
         "step": ck.get("step"),
         **evaluate_ram(
             model,
@@ -574,7 +576,7 @@ def _cmd_evaluate(args) -> int:
     print(json.dumps(res))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(res, indent=1))
+        write_json(res, args.json)
     return 0
 
 # %% ../nbs/03b_ram_training.ipynb #a3c1d2e4

@@ -5,7 +5,7 @@
 # %% ../nbs/12f_runs.ipynb #adf37b66
 from __future__ import annotations
 
-import argparse, atexit, contextlib, importlib, json, os, re, socket, time
+import argparse, atexit, contextlib, errno, importlib, json, os, re, socket, time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -25,13 +25,13 @@ from sat_tutorial.core import (
     zoo_file,
     zoo_manifest,
 )
-from .core import check_finite
-from .learner import RUN_FILES, check_out, write_checkpoint
+from .core import TEMP_SUFFIX, check_finite
+from .learner import RUN_FILES, StopRun, check_out, write_checkpoint
 
 # %% auto #0
 __all__ = ['KINDS', 'KIND_MODULES', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'LOCK_NAME', 'BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE',
-           'format_tag', 'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'run_path',
-           'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags', 'lock_run', 'release_run']
+           'format_tag', 'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run', 'write_json',
+           'run_path', 'RunRecord', 'load_run', 'add_run_flags', 'check_run_flags', 'lock_run', 'release_run']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -125,6 +125,22 @@ def save_run(path, kind: str, model, config: dict, **state) -> Path:
         "model": weights,
     }
     return write_checkpoint({**state, **run}, path)
+
+# %% ../nbs/12f_runs.ipynb #4133c337
+def write_json(obj, path) -> Path:
+    """`obj` as JSON in `path` (a run's summary or metrics), written as its checkpoints
+    are: a temp file beside it, then a rename, so a reader never finds half a file
+    and the earlier one stays if the write fails (one line naming the file)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-json{TEMP_SUFFIX}")
+    try:
+        tmp.write_text(json.dumps(obj, indent=1))
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        why = e.strerror or errno.errorcode.get(e.errno, str(e))
+        raise StopRun(f"could not write {path}: {why}; the file there before is kept")
+    return path
 
 # %% ../nbs/12f_runs.ipynb #da94eb6c
 def run_path(path, zoo=None) -> Path:

@@ -333,6 +333,9 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
     assert (
         metrics["config"]["val"] == 30 and metrics["evals"][-1]["on"] == "validation"
     )  # default: a tenth of --limit
+    from sat_tutorial.mnist import mnist_source
+
+    assert metrics["data"] == mnist_source()  # real MNIST (MD5-checked) or stand-in
     for ck, key in (
         ("best.pt", "test_error"),
         ("ram.pt", "test_error_last"),
@@ -355,6 +358,7 @@ def test_cli_train_then_evaluate(tmp_path, capsys):
             ev["n"] == 300
             and ev["task"] == "translated"
             and ev["error"] == pytest.approx(metrics[key])
+            and ev["data"] == metrics["data"]
         )
     a = p.parse_args(
         [
