@@ -131,7 +131,8 @@ def build(assignment: str, entries, dest: Path, package: Path | None = None) -> 
     with every function of `entries` (`module:qualname`) stubbed, except those KEEP
     names for `assignment`; returns that folder.
     Files are copied, never linked (a link would lead out of the copy), and compiled
-    files are left out: a `.pyc` of the package holds the bodies."""
+    files are left out: a `.pyc` of the package holds the bodies. The zoo's weights
+    (`zoo/`, about 33 MB, which no assignment reads) are left out too."""
     if package is None:
         import sandbox
 
@@ -141,7 +142,10 @@ def build(assignment: str, entries, dest: Path, package: Path | None = None) -> 
     shutil.copytree(
         package,
         target,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"),
+        ignore=lambda folder, names: (
+            shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo")(folder, names)
+            | ({"zoo"} if Path(folder) == package else set())
+        ),
     )
     for module, quals in by_module(stubbed_entries(assignment, entries)).items():
         src = _module_file(package, module)
