@@ -346,25 +346,18 @@ def _solution_namespace(source: list[dict]) -> dict:
 
 
 def _recorded(part: str, code: str, ns: dict, seed: int) -> list:
-    """[(function name, args, kwargs, the solution's output)] of one part: its calls
-    (`calls()`), or the calls its probe makes to the solution's functions."""
-    import builtins
-    import math
-
-    import torch
-
+    """[(function name, args, kwargs, the solution's output)] of one part: the calls
+    its check's `calls()` plans, made as the sandbox makes them (`runner.execute`) on
+    the solution's functions, each recorded (the first 3 per function)."""
+    import grading
     import runner
 
-    seeded, fresh = runner.seeding(seed)
-    g = {"__name__": "check", "__builtins__": builtins, "torch": torch, "math": math}
-    g |= {"seed_everything": seeded, "fresh_seed": fresh, "need": runner.need}
-    g["shared"] = {}
-    exec(compile(code, f"<check {part}>", "exec"), g)
-    seeded(f"part {part}")
-    if "calls" in g:
-        return [(n, a, k, ns[n](*_fresh(a), **_fresh(k))) for n, a, k in g["calls"]()]
-    if "probe" not in g:
+    g = grading.check_namespace(code, part, seed)
+    if "calls" not in g:
         return []
+    g["seed_everything"](f"part {part}")
+    kinds = []
+    plan = [grading._step(s, n, kinds) for n, s in enumerate(g["calls"]())]
     seen, wrapped = [], dict(ns)
     for name, fn in ns.items():
         if callable(fn) and getattr(fn, "__module__", None) == "__main__":
@@ -377,7 +370,8 @@ def _recorded(part: str, code: str, ns: dict, seed: int) -> list:
                 return out
 
             wrapped[name] = record
-    g["probe"](wrapped)
+    g["seed_everything"](f"part {part}")  # as the runner seeds before the calls
+    runner.execute(plan, wrapped)
     return seen
 
 
