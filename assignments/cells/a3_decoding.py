@@ -402,6 +402,10 @@ def rescore(model, feats1, toks, max_len):
     return total
 
 
+ending = tiny_captioner("soft", seed=4)  # as in the greedy test: <end> likely
+with torch.no_grad():
+    ending.L_o.bias[END] += 6.0
+end_feats = torch.randn(8, 5, 4) * 2
 for m, f, what in ((model, feats, ""), (ending, end_feats, " with <end> likely")):
     for b, (toks, score) in enumerate(beam_search(m, f, beam_size=3, max_len=8)):
         again = rescore(m, f[b : b + 1], toks, 8)

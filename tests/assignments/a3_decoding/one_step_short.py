@@ -1,8 +1,11 @@
 """An off-by-one in time: the loop runs max_len − 1 steps, so a caption can never use its
-last word."""
+last word.
+The greedy and brute-force checks see it only when one of their best captions is that
+long under the grading seed's inputs (about 12 in 20 and 11 in 12 simulated seeds)."""
 
 
-# loses: a3_greedy_test a3_brute_force_test a3_package_test
+# loses: a3_package_test
+# may lose: a3_greedy_test a3_brute_force_test
 # %% a3_beam
 def beam_search(model, feats, beam_size=3, max_len=20):
     model.eval()
