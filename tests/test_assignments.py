@@ -64,10 +64,13 @@ def _gid(cell: dict):
 
 
 def parse_case(path: Path) -> dict:
-    """A case: the parts it must lose (`# loses:`, `none` for none), text its feedback
-    must contain (`# says:`), an optional run folder (`# run:`) and cell sources."""
+    """A case: the parts it must lose (`# loses:`, `none` for none), the parts it may
+    lose depending on the inputs the grading seed draws (`# may lose:`), text its
+    feedback must contain (`# says:`), an optional run folder (`# run:`) and cell
+    sources."""
     text = path.read_text(encoding="utf-8")
     loses = re.search(r"^# loses: (.+)$", text, re.M)
+    may = re.search(r"^# may lose: (.+)$", text, re.M)
     says = re.search(r"^# says: (.+)$", text, re.M)
     run = re.search(r"^# run: (\S+)$", text, re.M)
     cells, cur = {}, None
@@ -81,6 +84,7 @@ def parse_case(path: Path) -> dict:
     lost = set(loses.group(1).split()) - {"none"} if loses else None
     return {
         "loses": lost,
+        "may": set(may.group(1).split()) if may else set(),
         "says": says.group(1) if says else None,
         "run": run.group(1) if run else None,
         "cells": {k: "\n".join(v).strip() + "\n" for k, v in cells.items()},
@@ -371,7 +375,11 @@ def test_cases_lose_exactly_their_parts(course, name):
     assert len(wrong) >= 2, f"{name}: needs two wrong submissions in {CASES / name}"
     for student, case in cases:
         r = course["rows"][(student, name)]
-        assert _lost(r, name) == case["loses"], (student, r["feedback"])
+        lost = _lost(r, name)
+        assert case["loses"] <= lost <= case["loses"] | case["may"], (
+            student,
+            r["feedback"],
+        )
         if case["says"]:
             text = (
                 r["feedback"]
@@ -401,8 +409,9 @@ def test_feedback_leaves_the_checks_out(course):
 
 
 def test_visible_tests_catch_most_wrong_submissions(course):
-    """At least 60 % of the wrong submissions fail the visible test of a part they lose,
-    with a message (assignments/catch_rate.py gives the rate per assignment)."""
+    """At least 85 % of the wrong submissions fail a visible test with a message
+    (assignments/catch_rate.py gives the rate per assignment, counting only the visible
+    test of a part the submission loses)."""
     caught, total = 0, 0
     for (student, name), case in course["cases"].items():
         if student.startswith("cheat") or not case["loses"]:
@@ -419,7 +428,7 @@ def test_visible_tests_catch_most_wrong_submissions(course):
         caught += (
             "Visible tests that failed:" in text and "raised AssertionError" in text
         )
-    assert total >= 20 and caught >= 0.6 * total, (caught, total)
+    assert total >= 60 and caught >= 0.85 * total, (caught, total)
 
 
 @pytest.mark.parametrize(

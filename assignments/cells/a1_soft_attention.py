@@ -214,6 +214,12 @@ check_close(
     "h_0 from the annotations listed twice (the MEAN over the L locations, not the "
     "sum)",
 )
+check_close(
+    init_lstm_state(init_h, init_c, feats.flip(1))[0],
+    h0,
+    "h_0 from the same annotations in reverse order: the mean over the L locations "
+    "does not depend on their order (not the first or last location alone)",
+)
 with torch.no_grad():
     init_c.weight.zero_()
     init_c.bias.fill_(0.5)

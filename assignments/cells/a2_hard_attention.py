@@ -173,6 +173,19 @@ check_close(
     torch.tensor([0.0]),
     "H of α = (1, 0): 0 (0 log 0 = 0, not NaN: torch.xlogy)",
 )
+three_steps = torch.stack(
+    [
+        torch.full((8,), 1 / 8),  # uniform over 8: log 8
+        torch.tensor([0.5, 0.5] + [0.0] * 6),  # uniform over 2: log 2
+        torch.full((8,), 1 / 8),  # padding
+    ]
+)[None]
+check_close(
+    entropy(three_steps, torch.tensor([[1.0, 1.0, 0.0]])),
+    torch.tensor([math.log(8) + math.log(2)]),
+    "H of 3 steps (uniform over 8, uniform over 2, padding): log 8 + log 2 (SUM the "
+    "real-word steps, not their mean; the padding step must not count)",
+)
 
 
 # %% check id=a2_entropy_test
@@ -214,6 +227,11 @@ assert abs(update_baseline(0.0, 1, -12.0) - (-12.0)) < 1e-9, (
 b2 = update_baseline(-12.0, 2, -2.0)
 assert abs(b2 - (-11.0)) < 1e-9, (
     f"the second update: 0.9 · (−12) + 0.1 · (−2) = −11, got {b2}"
+)
+b_half = update_baseline(-12.0, 2, -2.0, decay=0.5)
+assert abs(b_half - (-7.0)) < 1e-9, (
+    f"with decay=0.5: 0.5 · (−12) + 0.5 · (−2) = −7, got {b_half} (use the `decay` "
+    "argument, not a fixed 0.9)"
 )
 
 
@@ -266,6 +284,10 @@ Hs = torch.tensor([4.0, 2.0], requires_grad=True)
 ell = surrogate(lp_y, lp_s, Hs, -10.0, lambda_r=0.5, lambda_e=0.01)
 assert ell.shape == (2,), "ℓ must be one number per caption, (B,)"
 ell.sum().backward()
+for name, t in (("log p(y|s̃)", lp_y), ("log p(s̃|a)", lp_s), ("H", Hs)):
+    assert t.grad is not None, (
+        f"ℓ does not depend on {name}: every term of the learning rule must be in ℓ"
+    )
 check_close(
     lp_s.grad,
     torch.tensor([0.5 * (-12.0 + 10.0), 0.5 * (-7.0 + 10.0)]),
@@ -276,6 +298,11 @@ check_close(
     torch.ones(2),
     "∂ℓ/∂log p(y|s̃) must be 1: the reward in the REINFORCE term is a constant "
     "(detach it)",
+)
+check_close(
+    Hs.grad,
+    torch.full((2,), 0.01),
+    "∂ℓ/∂H must be +λ_e: ℓ is maximised, and the entropy bonus rewards spreading α",
 )
 
 

@@ -211,6 +211,22 @@ for b, ((toks, score), (g_toks, g_score)) in enumerate(
         "log-probabilities of the words emitted, <end> included, nothing after it)"
     )
 
+ending = tiny_captioner("soft", seed=4)
+with torch.no_grad():
+    ending.L_o.bias[END] += 6.0  # <end> likely: half the captions stop after a word
+end_feats = torch.randn(8, 5, 4) * 2
+for b, ((toks, score), (g_toks, g_score)) in enumerate(
+    zip(
+        beam_search(ending, end_feats, beam_size=1, max_len=8),
+        greedy_by_hand(ending, end_feats, 8),
+    )
+):
+    assert toks == g_toks and abs(score - g_score) < 1e-4, (
+        f"image {b} with <end> likely: beam size 1 gives {toks} ({score:.4f}), greedy "
+        f"{g_toks} ({g_score:.4f}): a caption that has emitted <end> is finished (no "
+        "more words, no more score)"
+    )
+
 
 # %% check id=a3_greedy_test
 def captioner(kind, seed, end_bias=0.0):
@@ -417,6 +433,33 @@ for b in range(3):
         f"image {b} decoded in a batch of 3 gives {mine[b]}, alone {alone[b]}: the "
         "images of a batch must not mix (state rows, per-image top-k)"
     )
+
+
+def rescore(model, feats1, toks, max_len):
+    """log p of the caption `toks` of one image `(1, L, D)`, word by word from <start>
+    (with <end> when it ended before max_len)."""
+    total, words = 0.0, [START] + toks
+    targets = toks + ([END] if len(toks) < max_len else [])
+    with torch.no_grad():
+        state = model.init_state(feats1)
+        for prev, nxt in zip(words, targets):
+            lp, state, _ = model.step(torch.tensor([prev]), state)
+            total += float(lp[0, nxt])
+    return total
+
+
+ending = tiny_captioner("soft", seed=4)  # as in the greedy test: <end> likely
+with torch.no_grad():
+    ending.L_o.bias[END] += 6.0
+end_feats = torch.randn(8, 5, 4) * 2
+for m, f, what in ((model, feats, ""), (ending, end_feats, " with <end> likely")):
+    for b, (toks, score) in enumerate(beam_search(m, f, beam_size=3, max_len=8)):
+        again = rescore(m, f[b : b + 1], toks, 8)
+        assert abs(score - again) < 1e-4, (
+            f"image {b}{what}: you return {toks} with score {score:.4f}, but that "
+            f"caption's log-probability is {again:.4f}: the score, the tokens, the "
+            "finished flags and the state rows must all follow their beam"
+        )
 
 
 # %% check id=a3_package_test

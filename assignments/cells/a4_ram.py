@@ -78,6 +78,14 @@ check_close(
     "a 2×2 glimpse at the centre of an 8×8 ramp (pixel (x, y) = 8y + x): rows are y, "
     "columns x, the corner from glimpse_corners",
 )
+off_diagonal = retina(ramp, torch.tensor([[-0.5, 0.5]]), g=2, k=1)
+check_close(
+    off_diagonal[0, 0],
+    torch.tensor([[41.0, 42.0], [49.0, 50.0]]),
+    "a 2×2 glimpse at l = (x, y) = (−0.5, 0.5) of the 8×8 ramp: glimpse_corners gives "
+    "the corner as (x, y) = (1, 5), so rows y = 5, 6 and columns x = 1, 2 (x and y "
+    "swapped?)",
+)
 
 
 # %% check id=a4_retina_test
@@ -101,6 +109,20 @@ check_close(
     torch.tensor([1.0, 1.0, 1.0]),
     "on an all-ones image every scale's blocks average to 1 at the centre (average "
     "the 2^j × 2^j blocks, do not sum them)",
+)
+ramp_scales = retina(torch.arange(64.0).view(1, 1, 8, 8), torch.zeros(1, 2), g=2, k=3)
+check_close(
+    ramp_scales[0],
+    torch.tensor(
+        [
+            [[27.0, 28.0], [35.0, 36.0]],  # 2×2 patch, blocks of 1 pixel
+            [[22.5, 24.5], [38.5, 40.5]],  # 4×4 patch, 2×2 blocks
+            [[13.5, 17.5], [45.5, 49.5]],  # 8×8 patch (the whole image), 4×4 blocks
+        ]
+    ),
+    "three scales at the centre of the 8×8 ramp (pixel (x, y) = 8y + x): patch j has "
+    "side 2·2^j and each output is the MEAN of its 2^j × 2^j block, which on a ramp is "
+    "8·(mean y) + (mean x)",
 )
 corner = retina(torch.ones(1, 1, 8, 8), -torch.ones(1, 2), g=2, k=1)
 check_close(

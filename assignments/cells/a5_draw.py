@@ -74,6 +74,8 @@ def filterbank(g_X, g_Y, sigma2, delta, N, A, B):
 
 
 # %% test id=a5_filterbank_test points=3
+import math
+
 F_X, F_Y = filterbank(g_X, g_Y, sigma2, delta, N, A, B)
 assert F_X.shape == (bs, N, A) and F_Y.shape == (bs, N, B), (
     "F_X must be (bs, N, A) and F_Y (bs, N, B)"
@@ -88,6 +90,14 @@ three = filterbank(*[torch.tensor([v]) for v in (6.0, 6.0, 0.01, 2.0)], 3, 12, 1
 assert three[0][0].argmax(-1).tolist() == [3, 5, 7], (
     "three narrow filters around g_X = 6 with δ = 2 sit on pixels 4, 6, 8 (indices "
     f"3, 5, 7): μ^i = g + (i − N/2 − 0.5) δ; got {three[0][0].argmax(-1).tolist()}"
+)
+wide = filterbank(*[torch.tensor([v]) for v in (3.0, 3.0, 4.0, 1.0)], 1, 5, 5)[0]
+by_hand = torch.tensor([math.exp(-((a - 3) ** 2) / (2 * 4.0)) for a in range(1, 6)])
+check_close(
+    wide[0, 0],
+    by_hand / by_hand.sum(),
+    "one filter at g_X = 3 with σ² = 4 over 5 pixels: exp(−(a − 3)²/(2·4)) for a = 1…5, "
+    "normalised (σ² is the variance: divide by 2σ², not 2σ)",
 )
 
 
@@ -223,6 +233,8 @@ def latent_loss(mu, log_sigma):
 
 
 # %% test id=a5_kl_test points=3
+import math
+
 assert latent_loss(torch.zeros(4, 2, 3), torch.zeros(4, 2, 3)).shape == (2,), (
     "L^z is one number per image"
 )
@@ -236,6 +248,12 @@ check_close(
     latent_loss(torch.ones(1, 1, 2), torch.zeros(1, 1, 2)),
     torch.tensor([1.0]),
     "L^z with μ = 1, σ = 1 over Z = 2 coordinates: 2 · μ²/2 = 1",
+)
+check_close(
+    latent_loss(torch.zeros(2, 1, 1), torch.full((2, 1, 1), math.log(2.0))),
+    torch.tensor([2 * (1.5 - math.log(2.0))]),
+    "L^z of 2 steps with μ = 0, σ = 2 in one coordinate: each step's KL is "
+    "½(σ² − log σ² − 1) = 1.5 − log 2 (σ² = exp(2 log σ)), and the steps add up",
 )
 
 

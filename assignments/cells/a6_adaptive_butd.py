@@ -61,6 +61,10 @@ sent = VisualSentinel(E + d, d)
 s_t = sentinel(sent, torch.randn(B, E + d), torch.randn(B, d), torch.randn(B, d))
 assert s_t.shape == (B, d), "s_t must be (B, d)"
 assert (s_t.abs() < 1).all(), "|s_t| < 1: a gate in (0, 1) times a tanh"
+x_in, h_in, m_in = torch.randn(B, E + d), torch.randn(B, d), torch.randn(B, d)
+assert not torch.allclose(
+    sentinel(sent, x_in, h_in, m_in), sentinel(sent, x_in, h_in + 1.0, m_in)
+), "s_t does not change with h_{t−1}: the gate is σ(W_x x_t + W_h h_{t−1})"
 with torch.no_grad():
     sent.W_x.weight.zero_()
     sent.W_x.bias.zero_()
@@ -125,6 +129,12 @@ assert a_hat.shape == (B, L + 1) and beta.shape == (B, 1) and c_hat.shape == (B,
     "shapes (B, L+1), (B, 1), (B, d)"
 )
 check_close(a_hat.sum(-1), torch.ones(B), "Σ α̂_t")
+check_close(
+    beta,
+    a_hat[:, -1:],
+    "β_t must be α̂_t's LAST entry, the sentinel's share of the softmax over all L + 1 "
+    "scores",
+)
 s_probe, V_probe = torch.ones(1, d), torch.zeros(1, L, d)
 a1, b1, c1 = adaptive_context(
     torch.zeros(1, L), torch.tensor([[30.0]]), V_probe, s_probe
@@ -140,6 +150,21 @@ check_close(
     s_probe,
     "ĉ_t when β ≈ 1: the sentinel s_t (ĉ = β s + (1 − β) c, not the other way round)",
     tol=1e-4,
+)
+V_rows = torch.arange(float(L * d)).view(1, L, d)
+_, b0, c0 = adaptive_context(
+    torch.zeros(1, L), torch.zeros(1, 1), V_rows, torch.zeros(1, d)
+)
+check_close(
+    b0,
+    torch.full((1, 1), 1 / (L + 1)),
+    "β_t when all L + 1 scores are 0: the softmax gives every entry 1/(L + 1)",
+)
+check_close(
+    c0,
+    (1 - 1 / (L + 1)) * V_rows.mean(1),
+    "ĉ_t when all scores are 0 and s_t = 0: (1 − β_t) times the plain mean of the "
+    "regions (c_t uses α_t = softmax(z_t) over the L regions alone, which sums to 1)",
 )
 
 
@@ -217,6 +242,21 @@ assert not torch.allclose(st_next[0], st_next2[0]), (
     "h¹_t does not depend on h²_{t−1}: the attention LSTM's input is "
     "[h²_{t−1}; v̄; W_e Π_t] (top-down)"
 )
+_, _, alpha_word3 = butd_step(butd, torch.full((B,), 3), butd.init_state(regions))
+assert not torch.allclose(alpha, alpha_word3), (
+    "α_t at the first step is the same for two different words: attend with the new "
+    "h¹_t (after the attention LSTM has read the word), not h¹_{t−1}"
+)
+lp_twice, st_twice, _ = butd_step(
+    butd, torch.full((B,), 1), butd.init_state(torch.cat([regions, regions], 1))
+)
+check_close(
+    lp_twice,
+    lp,
+    "log p(y_t) with every region listed twice: v̄ (a MEAN) and v̂ (α splits over the "
+    "copies) are unchanged, so the words must be too",
+    tol=1e-4,
+)
 
 
 # %% check id=a6_butd_attention_test
@@ -251,6 +291,21 @@ def outputs(results):
 # %% test id=a6_butd_words_test points=2
 check_close(lp.exp().sum(-1), torch.ones(B), "Σ p(y_t): return LOG-probabilities")
 check_close(st[4], regions, "the state keeps v unchanged")
+import copy
+
+deaf = copy.deepcopy(butd)
+D_r = regions.shape[-1]  # region feature size: x²_t = [v̂_t (D_r); h¹_t (d)]
+with torch.no_grad():
+    deaf.lang_lstm.weight_ih[:, D_r:].zero_()  # the language LSTM's weights for h¹_t
+same = torch.randn(1, 1, D_r).expand(B, L, D_r)  # identical regions: v̂_t = that one
+h2_a = butd_step(deaf, torch.full((B,), 3), deaf.init_state(same))[1][2]
+h2_b = butd_step(deaf, torch.full((B,), 5), deaf.init_state(same))[1][2]
+check_close(
+    h2_a,
+    h2_b,
+    "h²_t with the language LSTM's weights for h¹_t zeroed and identical regions: it "
+    "must not depend on the word (its input is [v̂_t; h¹_t], in that order)",
+)
 
 
 # %% check id=a6_butd_words_test

@@ -130,6 +130,11 @@ with tempfile.TemporaryDirectory() as tmp:
         assert "test_metrics.json" in str(e), (
             f"the error should name the missing file: {e}"
         )
+    except Exception as e:
+        raise AssertionError(
+            f"run_summary raised {type(e).__name__} when test_metrics.json is missing: "
+            "let the FileNotFoundError through (it names the file)"
+        ) from e
     else:
         raise AssertionError(
             "run_summary must raise FileNotFoundError when test_metrics.json is "
@@ -148,6 +153,21 @@ with tempfile.TemporaryDirectory() as tmp:
         "bleu4 comes from test_metrics.json (not the validation's best): "
         f"got {got.get('bleu4')!r}"
     )
+    expected = {
+        "model": "soft",
+        "data": "scenes",
+        "n_test": 5,
+        "steps": 7,
+        "minutes": 0.5,
+        "bleu4": 2.0,
+        "attention_correctness": 0.3,
+    }
+    for key, value in expected.items():
+        assert got.get(key) == value, (
+            f"run_summary(...)[{key!r}] is {got.get(key)!r}, but the run's files say "
+            f"{value!r} (model, data, n_test from config.json; steps, minutes from "
+            "train_summary.json; bleu4, attention_correctness from test_metrics.json)"
+        )
 
 
 # %% check id=a7_summary_test

@@ -1,0 +1,11 @@
+"""H[s] averages over the real-word steps instead of summing over them."""
+
+
+# loses: a2_entropy_test
+# %% a2_logp
+def log_p_s(alpha, s, mask):
+    return (alpha.gather(-1, s[..., None]).squeeze(-1).log() * mask).sum(1)
+
+
+def entropy(alpha, mask):
+    return (-torch.xlogy(alpha, alpha).sum(-1) * mask).sum(1) / mask.sum(1)
