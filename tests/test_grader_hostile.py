@@ -560,18 +560,21 @@ def hostile_course(tmp_path_factory):
     }
     before = {k: _digest(p) for k, p in watched.items()}
     t0 = time.monotonic()
-    r = subprocess.run(
-        [sys.executable, str(root / "course.py"), "grade", "--timeout", str(TIMEOUT)]
-        + ["--csv", str(csv_path)],
+    cmd = [sys.executable, str(root / "course.py"), "grade", "--timeout", str(TIMEOUT)]
+    with subprocess.Popen(
+        [*cmd, "--csv", str(csv_path)],
         cwd=root,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=1800,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    ) as proc:
+        out, err = proc.communicate(timeout=1800)
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     return {
         "root": root,
         "run": r,
+        "pid": proc.pid,  # its cgroups are sat-grade-<pid>-*
         "seconds": time.monotonic() - t0,
         "rows": _read_csv(csv_path),
         "changed": {k for k, p in watched.items() if _digest(p) != before[k]},
@@ -591,7 +594,8 @@ def test_hostile_run_finishes_and_grades_everyone(hostile_course):
     left = [
         p
         for c in ("memory", "pids")
-        for p in sandbox._own_group(c).glob("sat-grade-*")
+        # this run's groups only: other gradings (a parallel test) may hold theirs
+        for p in sandbox._own_group(c).glob(f"sat-grade-{hostile_course['pid']}-*")
         if sandbox.cgroup_problem() is None
     ]
     assert not left, f"cgroups left behind: {left}"
