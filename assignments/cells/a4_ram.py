@@ -13,9 +13,9 @@
 # from anyone else into an answer is not allowed, whether pasted or read and executed
 # while the notebook runs. While your notebook is graded, the package's implementations
 # of what the parts ask for are not there: those functions raise `NotImplementedError`
-# (`retina_reference` and `ram_loss` among them; `retina` and `gaussian_log_prob` stay,
-# because `RAM` runs them, but your code may not call them); a part that relies on them
-# scores 0. The grader runs your functions on its own inputs in a separate process and
+# (`retina`, `retina_reference` and `ram_loss` among them; `gaussian_log_prob` stays,
+# because `RAM` computes log π with it, but your code may not call it); a part that
+# relies on them scores 0. The tests below build `RAM` with your retina as its sensor. The grader runs your functions on its own inputs in a separate process and
 # compares the results with the solution's; the tests below only help you.
 #
 # Write your code between `# YOUR CODE HERE` / `raise NotImplementedError()` (delete
@@ -221,8 +221,17 @@ def hybrid_loss(out, y):
 
 # %% test id=a4_loss_value_test points=2
 seed_everything(1)
+# RAM reads its glimpses with your retina (the package's is absent while grading);
+# it also passes the image's summed-area table S, which your retina does not need
 ram = RAM(
-    g=4, k=2, glimpses=4, hidden=16, glimpse_hidden=8, loc_hidden=8, glimpse_dim=16
+    g=4,
+    k=2,
+    glimpses=4,
+    hidden=16,
+    glimpse_hidden=8,
+    loc_hidden=8,
+    glimpse_dim=16,
+    sensor=lambda x, l, g, k, S: retina(x, l, g=g, k=k),
 )
 out = ram(x)
 y = torch.tensor([3, 7])
