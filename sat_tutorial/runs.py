@@ -137,7 +137,8 @@ def write_json(obj, path) -> Path:
         tmp.write_text(json.dumps(obj, indent=1))
         os.replace(tmp, path)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # none written, or no folder to write in
+            tmp.unlink()
         why = e.strerror or errno.errorcode.get(e.errno, str(e))
         raise StopRun(f"could not write {path}: {why}; the file there before is kept")
     return path
