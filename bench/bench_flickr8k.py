@@ -80,7 +80,8 @@ from sat_tutorial.encoders import (
 )  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.fit import fit  # noqa: E402
-from sat_tutorial.optimization import AMP_DTYPES, OPTIMIZERS, _amp  # noqa: E402
+from sat_tutorial.optimization import OPTIMIZERS  # noqa: E402
+from sat_tutorial.step_settings import AMP_DTYPES, amp_setting  # noqa: E402
 from sat_tutorial.training import (
     EpochBatches,
     TrainConfig,
@@ -896,7 +897,7 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
         collate_fn=collate_captions,
         num_workers=cfg.num_workers,
     )
-    amp_dtype, scaler = _amp(cfg, device)
+    amp_dtype, scaler = amp_setting(cfg, device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     warm = (
@@ -942,7 +943,7 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
 def amp_name(cfg, device) -> str:
     """What --amp means for this row: off, or the autocast dtype (bf16 on a CPU and on
     GPUs that have it, else fp16)."""
-    amp_dtype, _ = _amp(cfg, device)
+    amp_dtype, _ = amp_setting(cfg, device)
     return {None: "off", torch.bfloat16: "bf16", torch.float16: "fp16"}[amp_dtype]
 
 
@@ -1053,7 +1054,7 @@ def throughput(args):
         x = torch.randn(args.extract_batch, 3, size, size, device=device)
         for amp in amps:
             amp_cfg = TrainConfig(amp=amp is not None, amp_dtype=amp or "auto")
-            amp_dtype, _ = _amp(amp_cfg, device)
+            amp_dtype, _ = amp_setting(amp_cfg, device)
             with (
                 torch.no_grad(),
                 torch.autocast(

@@ -20,7 +20,7 @@ import torch  # noqa: E402
 
 from sat_tutorial.core import get_device, load_checkpoint  # noqa: E402
 from sat_tutorial.fit import fit  # noqa: E402
-from sat_tutorial.optimization import AMP_DTYPES  # noqa: E402
+from sat_tutorial.step_settings import AMP_DTYPES  # noqa: E402
 from sat_tutorial.training import scenes_config  # noqa: E402
 
 

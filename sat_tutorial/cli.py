@@ -243,7 +243,8 @@ from .runs import add_run_flags, check_run_flags, release_run, write_json
 
 # %% ../nbs/13b_cli.ipynb #dbbc0f8d
 def add_train(sub) -> None:
-    from sat_tutorial.optimization import AMP_DTYPES, OPTIMIZERS
+    from sat_tutorial.optimization import OPTIMIZERS
+    from sat_tutorial.step_settings import AMP_DTYPES
     from sat_tutorial.training import CONFIG_CHOICES, CONFIG_RANGES, TrainConfig
 
     p = sub.add_parser(
@@ -398,7 +399,7 @@ def cmd_train(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
-    from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr, pretrained
+    from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr_cli, pretrained
     from sat_tutorial import ram_training
 
     p = argparse.ArgumentParser(
@@ -425,9 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_demo.add_extract(sub)
     ram_training.add_cli(sub)
     draw_cli.add_cli(sub)
-    ocr.add_cli(
-        sub
-    )  # the MNIST and OCR chapters keep their commands next to their models
+    # the MNIST and OCR chapters keep their commands next to their models
+    ocr_cli.add_cli(sub)
     pretrained.add_pretrained(sub)  # the zoo (notebook 16)
     return p
 

@@ -42,15 +42,12 @@ from sat_tutorial.optimization import (
     FixedWordWeight,
     GlobalBatchLoss,
     _LossOf,
-    _amp,
     _reduce_stats,
     init_distributed,
-    lr_factor,
     make_optimizer,
-    run_share,
     self_critical,
-    weight_average,
 )
+from .step_settings import amp_setting, lr_factor, run_share, weight_average
 from .captioner import Captioner, encode
 from sat_tutorial.training import (
     EpochBatches,
@@ -193,12 +190,9 @@ def prepare(
     model.check_max_len(cfg.max_len)  # e.g. a Transformer's positions (notebook 15)
     encoder.to(device)
     model.to(device)
-    params = [
-        p
-        for p in list(encoder.parameters()) + list(model.parameters())
-        if p.requires_grad
-    ]
-    avg = weight_average(encoder, model, cfg.ema) if cfg.ema else None
+    live = {"encoder": encoder, "model": model}
+    params = [p for m in live.values() for p in m.parameters() if p.requires_grad]
+    avg = weight_average(live, cfg.ema) if cfg.ema else None
     ds = training_set(cfg, records, stores, vocab, report)
     if cfg.mirror_features:
         log(
@@ -246,7 +240,7 @@ def prepare(
         mean_words,
         opt,
         total,
-        *_amp(cfg, device),
+        *amp_setting(cfg, device),
         clock=Clock(cfg.time_budget, world, device),
     )
     run.sched = torch.optim.lr_scheduler.LambdaLR(

@@ -2,7 +2,7 @@
 
 # %% ../nbs/14_attention_ocr.ipynb #888de1fb
 from __future__ import annotations
-import argparse, json, math, time
+import json, math, time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable, Sequence
@@ -36,7 +36,7 @@ from sat_tutorial.ocr_data import (  # notebook 14b; kept reachable as ocr.<name
 # %% auto #0
 __all__ = ['BLOCKS', 'OCR_BOUNDS', 'edit_distance', 'OCR_VERSION', 'RecursiveConv', 'RecurrentConv', 'PlainConv',
            'receptive_field', 'sinusoids', 'WordEncoder', 'CharDecoder', 'OCRConfig', 'OCRModel', 'char_error_rate',
-           'closest_word', 'attention_in_box', 'evaluate_ocr', 'ocr_config', 'load_ocr', 'add_cli']
+           'closest_word', 'attention_in_box', 'evaluate_ocr', 'ocr_config', 'load_ocr']
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020
 def _conv(C: int, k: int, bias: bool = True) -> nn.Conv2d:
@@ -403,11 +403,3 @@ def load_ocr(path: str | Path, device="cpu") -> RunRecord:
     """The run in an `ocr.pt` (`runs.load_run`): the `OCRModel` in eval mode, its
     config and the checkpoint; anything else is a one-line InputError."""
     return load_run(path, "ocr", map_location=device)
-
-# %% ../nbs/14_attention_ocr.ipynb #a4a579b2
-def add_cli(subparsers) -> argparse.ArgumentParser:
-    """Register `ocr train`, `ocr evaluate` and `ocr read` (notebook 14c) on
-    `subparsers`."""
-    from sat_tutorial.ocr_cli import add_cli as add  # it imports this module
-
-    return add(subparsers)

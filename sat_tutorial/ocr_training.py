@@ -32,7 +32,7 @@ from sat_tutorial.learner import (
 )
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words
-from .optimization import _amp
+from .step_settings import amp_setting
 from .runs import load_run, save_run, write_json
 
 # %% auto #0
@@ -146,7 +146,7 @@ def train_ocr(
     model = OCRModel(cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     clock, cpu = Clock(time_budget), time.process_time()
-    log, (dtype, scaler) = LossLog(clock), _amp(cfg, device)
+    log, (dtype, scaler) = LossLog(clock), amp_setting(cfg, device)
     run = {"cfg": cfg, "out": out, "old": old, "test_words": test_words}
     learn = Learner(
         opt,

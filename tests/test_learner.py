@@ -126,12 +126,12 @@ def test_a_captioner_trains_in_bf16_through_the_amp_callback(tmp_path, monkeypat
     autocast, finite float32 weights that differ from the float32 run's, and autocast
     off when `fit` returns."""
     import sat_tutorial.fit as fit_module
-    import sat_tutorial.optimization as optimization
+    import sat_tutorial.step_settings as step_settings
     from sat_tutorial.core import load_checkpoint
     from fakes import QUIET
     from fakes import tiny_config as tiny
 
-    monkeypatch.setattr(optimization, "cpu_has_fast_bf16", lambda: True)
+    monkeypatch.setattr(step_settings, "cpu_has_fast_bf16", lambda: True)
     real, seen = fit_module.caption_loss, []
 
     def recorded(run, batch):

@@ -33,3 +33,40 @@ def test_paper_notebooks_need_no_later_paper():
 def test_reduction_drops_implied_edges():
     g = {"a": set(), "b": {"a"}, "c": {"a", "b"}}
     assert ng.reduce(g) == {"a": set(), "b": {"a"}, "c": {"b"}}
+
+
+def test_the_learner_and_run_notebooks_stand_on_core():
+    """The learning layer (12a's settings, 12c's Learner, 12f's run format) needs only
+    00_core; RAM's and DRAW's training reach no captioning notebook, and the OCR
+    notebooks none of the captioners' training (issue 60)."""
+    g = ng.needs()
+    reach = {a: ng._reach(g, a) for a in g}
+    learning = {"00_core", "12a_step_settings", "12c_fit", "12f_runs"}
+    assert reach["12a_step_settings"] <= {"00_core"}
+    assert reach["12c_fit"] <= {"00_core", "12a_step_settings"}
+    assert reach["12f_runs"] <= learning
+    digits = learning | {"01c_mnist", "03_ram", "03b_ram_training", "04_draw"}
+    for nb in ("03b_ram_training", "03c_ram_runs", "04b_draw_training", "04c_draw_cli"):
+        assert reach[nb] <= digits | {"04b_draw_training"}, (nb, reach[nb] - digits)
+    training = {"12_training", "12b_optimization", "12e_fit_captioners"}
+    for nb in (
+        "14_attention_ocr",
+        "14b_word_images",
+        "14c_ocr_cli",
+        "14d_ocr_training",
+    ):
+        assert not reach[nb] & training, (nb, reach[nb] & training)
+
+
+def test_readme_states_each_papers_prerequisites():
+    """README's "Start here" table of minutes before each paper is what the notebooks'
+    imports and reading measures give now."""
+    import re
+
+    readme = (ng.ROOT / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(\w+)` \([^)]*\) \| (\d+) \| (\d+) \|$", readme, re.M)
+    full = ng.needs()
+    assert [r[0] for r in rows] == list(ng.PAPERS)
+    for stem, minutes, count in rows:
+        pre = ng.prerequisites(stem, full)
+        assert (int(minutes), int(count)) == (round(sum(pre.values())), len(pre)), stem

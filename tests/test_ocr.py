@@ -9,7 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
-from sat_tutorial import cli, ocr, ocr_training
+from sat_tutorial import cli, ocr, ocr_cli, ocr_training
 from sat_tutorial.decoding import beam_search, greedy
 
 TINY = [
@@ -43,7 +43,7 @@ def run_main(monkeypatch, argv):
 def checkpoint(tmp_path_factory):
     out = tmp_path_factory.mktemp("ocr")
     p = argparse.ArgumentParser()
-    ocr.add_cli(p.add_subparsers())
+    ocr_cli.add_cli(p.add_subparsers())
     args = p.parse_args(["ocr", "train", "--out", str(out), *TINY])
     assert args.func(args) == 0
     return out / "ocr.pt"

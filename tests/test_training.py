@@ -7,7 +7,7 @@ import torch
 
 from sat_tutorial.core import load_checkpoint, save_checkpoint
 from sat_tutorial.fit import fit
-from sat_tutorial.optimization import lr_factor
+from sat_tutorial.step_settings import lr_factor
 from sat_tutorial.training import (
     EpochBatches,
     EpochSampler,
@@ -69,7 +69,7 @@ def test_exact_resume(tmp_path, pool, ema, optimizer):
 def test_averaged_weights_are_what_checkpoints_give(tmp_path):
     """With ema, a checkpoint's model is the average of the live weights (kept under
     train_model), and load_checkpoint_model decodes with it."""
-    from sat_tutorial.optimization import ema_decay
+    from sat_tutorial.step_settings import ema_decay
 
     cfg = tiny(ema=0.9, steps=4, ckpt_every=1)
     lives = []
@@ -843,7 +843,7 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
     """`--amp` on a CPU with bf16 only emulated (AVX2) still trains in bf16 but warns
     that float32 is faster; with fast bf16 it is silent."""
     import warnings
-    import sat_tutorial.optimization as tr
+    import sat_tutorial.step_settings as tr
 
     cfg = scenes_config(amp=True)
     # without oneDNN's private test, the capability string decides
@@ -857,12 +857,12 @@ def test_amp_warns_on_a_cpu_without_fast_bf16(monkeypatch):
         assert tr.cpu_has_fast_bf16() is fast
     monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: False)
     with pytest.warns(UserWarning, match="without fast bfloat16"):
-        assert tr._amp(cfg, torch.device("cpu")) == (torch.bfloat16, None)
+        assert tr.amp_setting(cfg, torch.device("cpu")) == (torch.bfloat16, None)
     monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: True)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert tr._amp(cfg, torch.device("cpu")) == (torch.bfloat16, None)
-        assert tr._amp(scenes_config(), torch.device("cpu")) == (None, None)
+        assert tr.amp_setting(cfg, torch.device("cpu")) == (torch.bfloat16, None)
+        assert tr.amp_setting(scenes_config(), torch.device("cpu")) == (None, None)
 
 
 def test_more_torchrun_processes_than_gpus_is_a_clear_error(monkeypatch):
@@ -885,35 +885,35 @@ def test_amp_dtype_choices(monkeypatch):
     """`amp_dtype`: auto takes bf16 where the device has it and fp16 with a loss scaler
     where not; fp16 is scaled anywhere; bf16 refuses a GPU without it."""
     import warnings
-    import sat_tutorial.optimization as tr
+    import sat_tutorial.step_settings as tr
 
     monkeypatch.setattr(tr, "cpu_has_fast_bf16", lambda: True)
     cpu = torch.device("cpu")
     with pytest.warns(UserWarning, match="fp16 on a CPU"):
-        dtype, scaler = tr._amp(scenes_config(amp=True, amp_dtype="fp16"), cpu)
+        dtype, scaler = tr.amp_setting(scenes_config(amp=True, amp_dtype="fp16"), cpu)
     assert dtype == torch.float16 and isinstance(scaler, torch.amp.GradScaler)
-    assert tr._amp(scenes_config(amp=True, amp_dtype="bf16"), cpu) == (
+    assert tr.amp_setting(scenes_config(amp=True, amp_dtype="bf16"), cpu) == (
         torch.bfloat16,
         None,
     )
-    assert tr._amp(scenes_config(amp_dtype="fp16"), cpu) == (
+    assert tr.amp_setting(scenes_config(amp_dtype="fp16"), cpu) == (
         None,
         None,
     )  # without amp: float32
     with pytest.raises(ValueError, match="amp_dtype must be one of"):
-        tr._amp(scenes_config(amp=True, amp_dtype="float16"), cpu)
+        tr.amp_setting(scenes_config(amp=True, amp_dtype="float16"), cpu)
     monkeypatch.setattr(
         torch.cuda, "is_bf16_supported", lambda *a, **k: False
     )  # a GPU without bf16 (V100, T4)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a, **k: "Tesla V100")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # no CUDA here: the scaler says it is disabled
-        dtype, scaler = tr._amp(scenes_config(amp=True), torch.device("cuda"))
+        dtype, scaler = tr.amp_setting(scenes_config(amp=True), torch.device("cuda"))
     assert dtype == torch.float16 and scaler is not None
     with pytest.raises(ValueError, match="Tesla V100 has no bfloat16"):
-        tr._amp(scenes_config(amp=True, amp_dtype="bf16"), torch.device("cuda"))
+        tr.amp_setting(scenes_config(amp=True, amp_dtype="bf16"), torch.device("cuda"))
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
-    assert tr._amp(scenes_config(amp=True), torch.device("cuda")) == (
+    assert tr.amp_setting(scenes_config(amp=True), torch.device("cuda")) == (
         torch.bfloat16,
         None,
     )

@@ -13,6 +13,10 @@ test can tell when the notebooks' imports changed and the figure was not redrawn
 
     python tools/notebook_graph.py            # writes the figure and the edges
     python tools/notebook_graph.py --check    # exit 1 if the stored edges are stale
+    python tools/notebook_graph.py --prerequisites  # minutes to read before each paper
+
+A paper notebook's prerequisites are every notebook it needs, transitively; their reading
+minutes (tools/notebook_measures.py) add up to what README's "Start here" states.
 """
 
 import json
@@ -183,8 +187,37 @@ def edges_text(g: dict[str, set[str]]) -> str:
     )
 
 
+PAPERS = (
+    "03_ram",
+    "04_draw",
+    "06_soft_attention",
+    "07_hard_attention",
+    "10_adaptive_attention",
+    "11_butd",
+    "14_attention_ocr",
+    "15_transformer",
+)
+
+
+def prerequisites(stem: str, g: dict[str, set[str]] | None = None) -> dict[str, float]:
+    "The notebooks `stem` needs, transitively, each with its minutes to read."
+    from notebook_measures import measures
+
+    g = needs() if g is None else g
+    return {
+        s: measures(ROOT / "nbs" / f"{s}.ipynb")["minutes"]
+        for s in sorted(_reach(g, stem))
+    }
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--prerequisites" in argv:
+        full = needs()
+        for paper in PAPERS:
+            pre = prerequisites(paper, full)
+            print(f"{paper:24} {sum(pre.values()):6.1f} min over {len(pre)} notebooks")
+        return 0
     g = reduce(needs())
     text = edges_text(g)
     if "--check" in argv:
