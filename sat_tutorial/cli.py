@@ -236,10 +236,11 @@ def writable_file(path, flag: str) -> Path:
     return path
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
-from .learner import Interrupted, StopRun, replace_old
+from .learner import Interrupted, StopRun
+from .runs import replace_old
 from .runs import add_run_flags, check_run_flags, release_run, write_json
 
-# every training command checks --out with the Learner's `check_out` (notebook 12c)
+# every training command checks --out with `runs.check_out` (notebook 12f)
 
 # %% ../nbs/13b_cli.ipynb #dbbc0f8d
 def add_train(sub) -> None:
@@ -296,8 +297,11 @@ def add_train(sub) -> None:
             p.add_argument(flag, type=typ, default=None, help=text)
     p.set_defaults(func=cmd_train)
 
-
-def config_from_args(args):
+# %% ../nbs/13b_cli.ipynb #9e6d9db8
+def config_from_args(args, resumed=None):
+    """The run's `TrainConfig` from the flags given over the defaults (the scenes
+    preset for `--data scenes`), or over `resumed`, the configuration of the run that
+    `--resume` continues."""
     from sat_tutorial.training import TrainConfig, scenes_config
 
     given = {
@@ -309,6 +313,11 @@ def config_from_args(args):
         given["encoder_weights"] = None  # random initialisation
     if "amp_dtype" in given:
         given["amp"] = True  # --amp-dtype fp16 means --amp
+    if resumed is not None:
+        base = asdict(resumed)
+        if "model_kwargs" in given:
+            given["model_kwargs"] = {**base["model_kwargs"], **given["model_kwargs"]}
+        return TrainConfig.from_dict({**base, **given})
     if given.get("data", "scenes") == "scenes":
         base = asdict(
             scenes_config(model=given.get("model", "soft"))
@@ -336,7 +345,7 @@ def split_inputs(cfg, split: str):
         else ([], None, None)
     )
 
-
+# %% ../nbs/13b_cli.ipynb #aafece07
 def end_torchrun_worker(code: int) -> None:
     """End a `torchrun` worker whose training is over (process group destroyed, files
     written and closed) without the interpreter's teardown. Threads that the collective
@@ -351,12 +360,17 @@ def end_torchrun_worker(code: int) -> None:
 
 def cmd_train(args) -> int:
     from sat_tutorial.fit import fit
-    from sat_tutorial.training import load_checkpoint_model, evaluate
+    from sat_tutorial.core import load_checkpoint
+    from sat_tutorial.training import checkpoint_config, evaluate
+    from sat_tutorial.training import load_checkpoint_model
 
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
     old = check_run_flags(args)  # --out, --device: before anything is written
-    cfg = config_from_args(args)
+    resumed = None
+    if args.resume:  # the run's own settings, then the flags given
+        resumed = checkpoint_config(load_checkpoint(out / "last.pt"))
+    cfg = config_from_args(args, resumed)
     if args.evaluate and cfg.data == "scenes" and not cfg.n_test:
         raise InputError("--evaluate needs test scenes: --n-test is 0")
     out.mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,6 @@ from pathlib import Path
 import torch
 
 from .cli import HelpFormatter, writable_file
-from .learner import check_out, replace_old
 from sat_tutorial.core import (
     InputError,
     Range,
@@ -20,7 +19,7 @@ from sat_tutorial.core import (
     seed_int,
     unit_float,
 )
-from .runs import BATCH_SIZE, write_json
+from .runs import BATCH_SIZE, check_out, replace_old, write_json
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0

@@ -36,11 +36,11 @@ from sat_tutorial.draw_training import (
     load_draw,
     plot_canvas_strip,
 )
-from .learner import replace_old
 from sat_tutorial.runs import (
     add_run_flags,
     check_run_flags,
     load_run,
+    replace_old,
     save_run,
     write_json,
 )

@@ -44,16 +44,16 @@ from sat_tutorial.learner import (
     Learner,
     Limits,
     ProgressBar,
-    check_out,
-    replace_old,
 )
 from sat_tutorial.runs import (
     RunRecord,
     add_run_flags,
+    check_out,
     check_run_flags,
     format_tag,
     load_run,
     register_kind,
+    replace_old,
     save_run,
 )
 

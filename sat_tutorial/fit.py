@@ -63,9 +63,9 @@ from sat_tutorial.training import (
 )
 
 # %% auto #0
-__all__ = ['FORMAT', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',
-           'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'restore', 'Validate',
-           'captioner_learner', 'finish', 'fit']
+__all__ = ['FORMAT', 'RESUMABLE', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',
+           'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'check_same_settings',
+           'restore', 'Validate', 'captioner_learner', 'finish', 'fit']
 
 # %% ../nbs/12e_fit_captioners.ipynb #adae00f9
 def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
@@ -443,6 +443,30 @@ def saver(run: Run, on_saved=None):
     return save
 
 # %% ../nbs/12e_fit_captioners.ipynb #3b665f1f
+#: what a resumed run may set anew (how long and how often, and whether to average the
+#: weights from now on); the rest is the run's own
+RESUMABLE = ("steps", "epochs", "time_budget", "patience", "val_every", "ckpt_every")
+RESUMABLE += ("keep_validated", "num_workers", "data_dir", "n_test", "init_from", "ema")
+
+
+def check_same_settings(ck: dict, cfg: TrainConfig, path) -> None:
+    """A resume continues with the run's settings: one line naming each setting this
+    run would change other than those in `RESUMABLE`, which it applies."""
+    old = asdict(checkpoint_config(ck))
+    changed = [
+        f"{k}={getattr(cfg, k)!r} (the run has {v!r})"
+        for k, v in old.items()
+        if k not in RESUMABLE and hasattr(cfg, k) and getattr(cfg, k) != v
+    ]
+    if changed:
+        raise InputError(
+            f"--resume: {path} continues with its own settings, and this run changes "
+            f"{', '.join(changed)}; leave them out (a resume may change only "
+            f"{', '.join(RESUMABLE)}), or start a new run from its weights with "
+            "--init-from"
+        )
+
+
 def restore(run: Run, learn: Learner, path: Path) -> None:
     """Continue the run saved in `path`: weights, optimiser, every callback's state and
     this process's RNG."""
@@ -455,6 +479,7 @@ def restore(run: Run, learn: Learner, path: Path) -> None:
             f"optimizer={cfg.optimizer!r}; resume with the same one, or start a new "
             "run from its weights with init_from"
         )
+    check_same_settings(ck, cfg, path)
     check_finite(ck, path)
     run.encoder.load_state_dict(ck.get("train_encoder", ck["encoder"]))
     run.model.load_state_dict(ck.get("train_model", ck["model"]))
@@ -627,7 +652,13 @@ def fit(
     rank, world, device, started = init_distributed(device)
     log = log if rank == 0 else (lambda *a, **k: None)
     run = prepare(cfg, out_dir, records, resume, rank, world, device, log)
-    learn = captioner_learner(run, progress, stop_at, time_cap, on_saved)
+
+    def first_saved(written: set) -> None:  # config.json with the first checkpoint
+        write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
+        if on_saved is not None:
+            on_saved(written)
+
+    learn = captioner_learner(run, progress, stop_at, time_cap, first_saved)
     last = run.out_dir / "last.pt"
     resumed = resume and last.exists()
     if resumed:
@@ -635,9 +666,7 @@ def fit(
     elif rank:  # same initial weights, own dropout masks and samples
         seed_everything(run.cfg.seed + 7919 * rank)
     distribute(run)
-    if rank == 0:
-        if on_start is not None:
-            on_start()
-        write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
+    if rank == 0 and on_start is not None:
+        on_start()
     learn.fit()
     return finish(run, learn, started)

@@ -5,19 +5,18 @@
 # %% ../nbs/12c_fit.ipynb #fit2c002
 from __future__ import annotations
 
-import errno, math, os, signal, threading, time
+import errno, math, signal, threading, time
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-from .core import InputError, nonfinite, save_checkpoint
+from .core import nonfinite, save_checkpoint
 
 # %% auto #0
-__all__ = ['RUN_FILES', 'StopRun', 'Interrupted', 'Callback', 'Learner', 'FiniteLoss', 'CtrlC', 'Clock', 'Limits', 'Clip',
-           'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar', 'write_checkpoint', 'check_out',
-           'replace_old']
+__all__ = ['StopRun', 'Interrupted', 'Callback', 'Learner', 'kept', 'FiniteLoss', 'Diverged', 'CtrlC', 'Clock', 'Limits', 'Clip',
+           'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar', 'write_checkpoint']
 
 # %% ../nbs/12c_fit.ipynb #898bddf1
 class StopRun(Exception):
@@ -58,9 +57,9 @@ class Learner:
             batches,
             total,
         )
-        guarantees = [FiniteLoss(), CtrlC()]  # every run has them
+        guarantees = [FiniteLoss(), Diverged(), CtrlC()]  # every run has them
         self.cbs = sorted([*cbs, *guarantees], key=lambda cb: cb.order)
-        self.saved = None  # the last checkpoint written, once there is one
+        self.saved = self.saved_step = None  # the last checkpoint written, its step
         self.step = self.epoch = self.pos = 0
         self.end = self.stop = False  # end: steps or time used up; stop: ended early
 
@@ -120,10 +119,20 @@ class Learner:
 
     def load_state_dict(self, ck: dict) -> None:
         self.step, self.epoch, self.pos = ck["step"], ck["epoch"], ck["pos"]
+        self.saved_step = self.step  # the checkpoint the run resumes from
         for cb in self.cbs:
             cb.load_state_dict(ck)
 
 # %% ../nbs/12c_fit.ipynb #a2f96301
+def kept(learn) -> str:
+    "What a stopped run leaves behind: its last checkpoint and that checkpoint's step."
+    if learn.saved_step is None:
+        return "no checkpoint was written yet"
+    if learn.saved is None:  # a resumed run, before its first checkpoint
+        return f"the checkpoint it resumed from (step {learn.saved_step}) is kept"
+    return f"the last checkpoint, {learn.saved} (step {learn.saved_step}), is kept"
+
+
 class FiniteLoss(Callback):
     """A non-finite loss stops the run with one line naming the step, before its
     gradients touch the weights."""
@@ -133,14 +142,42 @@ class FiniteLoss(Callback):
     def after_loss(self, learn) -> None:
         loss = float(learn.loss.detach())
         if learn.agree(not math.isfinite(loss)):
-            kept = (
-                f"the last checkpoint, {learn.saved}, is kept"
-                if learn.saved
-                else "no checkpoint was written yet"
+            raise StopRun(
+                f"step {learn.step + 1}: the loss is {loss}; stopped ({kept(learn)})"
+            )
+
+# %% ../nbs/12c_fit.ipynb #500fa01b
+class Diverged(Callback):
+    """An exploding update stops the run as a non-finite loss does: a step that
+    multiplies the norm of the weights the optimiser updates by more than `factor`,
+    in one line naming the step, before any callback averages or saves them."""
+
+    order = 12  # after the clock; before the schedule, EMA, validation, checkpoint
+
+    def __init__(self, factor: float = 10.0):
+        self.factor, self.norm = factor, None
+
+    def weights_norm(self, learn) -> float:
+        params = [p.detach() for g in learn.opt.param_groups for p in g["params"]]
+        return float(torch.stack([p.norm() for p in params]).norm()) if params else 0.0
+
+    def before_fit(self, learn) -> None:
+        self.norm = self.weights_norm(learn)
+
+    def after_step(self, learn) -> None:
+        now = self.weights_norm(learn)
+        grew = now / self.norm if self.norm else 1.0
+        if learn.agree(not grew <= self.factor):  # NaN weights too
+            what = (
+                f"multiplied the weights' norm by {grew:.3g}, more than {self.factor:g}"
+                if math.isfinite(now)
+                else f"left weights that are not finite (norm {now})"
             )
             raise StopRun(
-                f"step {learn.step + 1}: the loss is {loss}; stopped ({kept})"
+                f"step {learn.step}: one update {what}: the update exploded (a lower "
+                f"learning rate?); stopped ({kept(learn)})"
             )
+        self.norm = now
 
 # %% ../nbs/12c_fit.ipynb #1ecfbd6d
 class CtrlC(Callback):
@@ -390,6 +427,7 @@ class Checkpoint(Callback):
     def after_step(self, learn) -> None:
         if (self.every and learn.step % self.every == 0) or learn.end or learn.stop:
             self.save(learn, self.name)
+            learn.saved_step = learn.step
 
 # %% ../nbs/12c_fit.ipynb #4662338b
 class ProgressBar(Callback):
@@ -449,64 +487,3 @@ def write_checkpoint(state: dict, path) -> Path:
             raise
         why = f"torch's writer failed ({' '.join(str(e).split())[:160]}; disk full?)"
     raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")
-
-# %% ../nbs/12c_fit.ipynb #12dbb09f
-RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")
-
-# %% ../nbs/12c_fit.ipynb #202cfd8f
-def check_out(
-    out,
-    resume: bool,
-    overwrite: bool,
-    files=RUN_FILES,
-    last: str | None = "last.pt",
-    lock: bool = True,
-) -> list[Path]:
-    """The output-folder check of every training command, before anything is written:
-    `--out` must be a folder (or not exist yet) under folders, writable; a folder
-    holding a run (`files`, `val_step*.pt`) is refused unless --resume continues it
-    (from `last`) or --overwrite replaces it. Then (`lock`) this process claims the
-    folder (`runs.lock_run`). Returns the old run's files to delete once the new run
-    has written its first checkpoint (`--overwrite`), else []."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file, not a folder")
-    there = next(p for p in (out, *out.parents) if p.exists())  # what exists of it
-    if not there.is_dir():
-        raise InputError(f"--out {out}: {there} is a file, not a folder")
-    if not os.access(there, os.W_OK | os.X_OK):
-        raise InputError(f"--out {out}: {there} is read-only")
-    if resume and overwrite:
-        raise InputError(
-            "--resume continues the run in --out and --overwrite replaces it: "
-            "give one of them"
-        )
-    if resume and last and not (out / last).is_file():
-        raise InputError(
-            f"--resume: {out} holds no run to resume (no {last}); "
-            "leave out --resume to start one"
-        )
-    old = [out / f for f in files if (out / f).exists()]
-    old += sorted(out.glob("val_step*.pt")) if out.is_dir() else []
-    if old and not resume and not overwrite:
-        raise InputError(
-            f"--out {out} already holds a run ({', '.join(p.name for p in old[:4])}); "
-            "pass --resume to continue it, --overwrite to replace it, or choose "
-            "another --out"
-        )
-    if lock:  # notebook 12f
-        from sat_tutorial.runs import lock_run
-
-        lock_run(out)
-    return old if overwrite else []
-
-# %% ../nbs/12c_fit.ipynb #cc996a6c
-def replace_old(old: list, written) -> None:
-    """`--overwrite`, once the new run has written its first checkpoint: delete the old
-    run's files it did not rewrite."""
-    for f in old:
-        if f.name not in written:
-            f.unlink(missing_ok=True)
-    if old:
-        names = ", ".join(f.name for f in old)
-        print(f"--overwrite: deleted the earlier run's {names} in {old[0].parent}")

@@ -27,13 +27,11 @@ from sat_tutorial.learner import (
     Learner,
     Limits,
     ProgressBar,
-    check_out,
-    replace_old,
 )
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words
 from .step_settings import amp_setting
-from .runs import load_run, save_run, write_json
+from .runs import check_out, load_run, replace_old, save_run, write_json
 
 # %% auto #0
 __all__ = ['OCR_FILES', 'random_batches', 'char_objective', 'Cosine', 'LossLog', 'train_ocr']

@@ -28,14 +28,14 @@ from sat_tutorial.learner import (
     Learner,
     Limits,
     ProgressBar,
-    check_out,
-    replace_old,
 )
 from .mnist import mnist_source
 from sat_tutorial.runs import (
     RunRecord,
     write_json,
     add_run_flags,
+    check_out,
+    replace_old,
     load_run,
     register_kind,
     save_run,

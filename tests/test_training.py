@@ -985,7 +985,9 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
         return (loss * float("nan") if len(calls) == 4 else loss), stats
 
     monkeypatch.setattr(fit_module, "caption_loss", poisoned)
-    with pytest.raises(StopRun, match=r"step 4: the loss is nan.*last\.pt, is kept"):
+    with pytest.raises(
+        StopRun, match=r"step 4: the loss is nan.*last\.pt \(step 2\), is kept"
+    ):
         fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
     kept = load_checkpoint(tmp_path / "a" / "last.pt")
     assert kept["step"] == 2 and all(v.isfinite().all() for v in kept["model"].values())
@@ -993,8 +995,9 @@ def test_a_non_finite_loss_stops_the_run_naming_the_step(tmp_path, monkeypatch):
 
 def test_a_diverging_update_never_replaces_the_known_good_checkpoint(tmp_path):
     """NaN in the optimiser's moments (as a diverged run leaves them): the first update
-    after the resume makes the weights NaN, and the checkpoint written after it is
-    refused in one line, so last.pt stays the file the run resumed from."""
+    after the resume makes the weights NaN, which stops the run in one line before any
+    checkpoint is written (`Diverged`; `write_checkpoint` would refuse it too), so
+    last.pt stays the file the run resumed from."""
     from sat_tutorial.learner import StopRun
 
     fit(tiny(steps=2), tmp_path / "a", **QUIET)
@@ -1004,7 +1007,10 @@ def test_a_diverging_update_never_replaces_the_known_good_checkpoint(tmp_path):
         moments["exp_avg"].fill_(float("nan"))
     save_checkpoint(ck, last)
     before = last.read_bytes()
-    with pytest.raises(StopRun, match=r"last\.pt not written: .* holds NaN"):
+    stop = (
+        r"step 3: one update left weights that are not finite.*resumed from \(step 2\)"
+    )
+    with pytest.raises(StopRun, match=stop):
         fit(tiny(steps=4, ckpt_every=1), tmp_path / "a", resume=True, **QUIET)
     assert last.read_bytes() == before
 
