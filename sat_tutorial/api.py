@@ -12,13 +12,17 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, get_device, nonneg_float
-from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
+from .core import InputError, Range, get_device, nonneg_float
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'finite_captions', 'CaptionPipeline', 'ImageCaptioner', 'photo_reader',
-           'load_captioner']
+__all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'set_reads', 'finite_captions',
+           'CaptionPipeline', 'ImageCaptioner', 'photo_reader', 'load_captioner']
+
+# %% ../nbs/13_api.ipynb #7a1bbc15
+BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
+MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
+BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass

@@ -19,7 +19,8 @@ from sat_tutorial.core import (
     seed_int,
     unit_float,
 )
-from .runs import BATCH_SIZE, check_out, replace_old, write_json
+from .api import BATCH_SIZE
+from .runs import check_out, replace_old, write_json
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .cli import HelpFormatter, split_inputs, writable_file
 from .core import InputError, Range
-from .runs import BEAM_SIZE, MAX_LEN
+from .api import BEAM_SIZE, MAX_LEN
 from .runs import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0

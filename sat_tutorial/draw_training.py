@@ -116,7 +116,7 @@ def fit(
         return (L_x + L_z).mean(), {}
 
     class Losses(Callback):
-        order = 70  # before the checkpoint, which then holds the step's loss
+        phase = "evaluate"  # before the checkpoint, which then holds the loss
 
         def after_step(self, learn):
             losses.append(learn.stats["loss"])

@@ -36,7 +36,6 @@ from sat_tutorial.learner import (
     Limits,
     ProgressBar,
     Schedule,
-    write_checkpoint,
 )
 from sat_tutorial.optimization import (
     FixedWordWeight,
@@ -316,7 +315,7 @@ class Unreadable(Callback):
     """Count the items whose image could not be read; skip a batch with none readable;
     refuse an epoch with none."""
 
-    order = 0
+    phase = "inputs"
 
     def __init__(self):
         self.skipped = self.seen = self.first = 0
@@ -343,7 +342,7 @@ class Distributed(Callback):
     readable image runs its last batch again at weight 0; a step is skipped only when no
     process has data. Statistics are the whole batch's."""
 
-    order = 2
+    phase = "inputs"  # after Unreadable: it sees which batch is empty
 
     def __init__(self, run: Run):
         self.run, self.last_batch = run, None
@@ -382,7 +381,7 @@ class Progress(Callback):
     """Tell the model the share of the run behind us before each step (by steps, or by
     the clock if ahead)."""
 
-    order = 3
+    phase = "rate"
 
     def __init__(self, model: Captioner, clock: Clock):
         self.model, self.clock = model, clock
@@ -394,7 +393,7 @@ class Progress(Callback):
             )
 
 # %% ../nbs/12e_fit_captioners.ipynb #539dd697
-from .runs import KINDS, format_tag, write_json
+from .runs import KINDS, format_tag, write_checkpoint, write_json
 
 # "sat_tutorial.captioner/1": the run format of notebook 12f
 FORMAT = format_tag("captioner", KINDS["captioner"].version)
@@ -496,7 +495,7 @@ class Validate(Callback):
     validations without a better one. The best validation and that count are state: a
     resumed run stops where the straight one does."""
 
-    order = 60
+    phase = "evaluate"
 
     def __init__(self, run: Run, history: History, weights, save):
         self.run, self.history, self.weights, self.save = run, history, weights, save

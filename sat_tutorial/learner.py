@@ -5,18 +5,16 @@
 # %% ../nbs/12c_fit.ipynb #fit2c002
 from __future__ import annotations
 
-import errno, math, signal, threading, time
+import math, signal, threading, time
 from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-from .core import nonfinite, save_checkpoint
-
 # %% auto #0
-__all__ = ['StopRun', 'Interrupted', 'Callback', 'Learner', 'kept', 'FiniteLoss', 'Diverged', 'CtrlC', 'Clock', 'Limits', 'Clip',
-           'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar', 'write_checkpoint']
+__all__ = ['PHASES', 'StopRun', 'Interrupted', 'by_phase', 'Callback', 'Learner', 'kept', 'FiniteLoss', 'Diverged', 'CtrlC',
+           'Clock', 'Limits', 'Clip', 'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar']
 
 # %% ../nbs/12c_fit.ipynb #898bddf1
 class StopRun(Exception):
@@ -28,12 +26,42 @@ class Interrupted(KeyboardInterrupt):
     "Ctrl-C, once the Learner has saved the step it was on: the message says where."
 
 # %% ../nbs/12c_fit.ipynb #5d930348
+#: The phases of a step, in the order the Learner calls its callbacks at each event;
+#: callbacks of one phase act in the order they were given. What each may rely on:
+PHASES = (
+    "inputs",  # the batch: one with no readable image skipped, processes agreeing
+    "clock",  # the minutes used and the budget's share, which the phases below read
+    "guard",  # a step that must not count: a non-finite loss, an exploding update
+    "rate",  # the next step's learning rate (and the model's share of the run)
+    "average",  # the weight average, of the weights this step made
+    "precision",  # autocast around the objective; the loss scaled, then unscaled
+    "gradient",  # clipping the unscaled gradient, its norm into the step's statistics
+    "record",  # the step's statistics, complete: its entry in the history
+    "limits",  # whether this step ends the run
+    "evaluate",  # validation into the step's entry, knowing whether the run ends
+    "interrupt",  # Ctrl-C: end after this step
+    "save",  # the checkpoint, holding everything the phases above did
+    "report",  # the progress bar
+)
+
+
+def by_phase(cbs) -> list:
+    """The callbacks in the order of their phases (those of one phase in the order
+    given); a phase that is not one of `PHASES` is refused."""
+    for cb in cbs:
+        if cb.phase not in PHASES:
+            raise ValueError(
+                f"{type(cb).__name__}: phase {cb.phase!r} is not one of {PHASES}"
+            )
+    return sorted(cbs, key=lambda cb: PHASES.index(cb.phase))
+
+
 class Callback:
     """A feature of the loop: methods named after the events it acts on (each called
-    with the Learner), `order` among the others, in `around_loss` a context around the
-    objective, and in `state_dict` what resuming it needs (flat checkpoint keys)."""
+    with the Learner), its `phase` (one of `PHASES`), in `around_loss` a context around
+    the objective, and in `state_dict` what resuming it needs (flat checkpoint keys)."""
 
-    order = 50
+    phase = "record"
 
     def around_loss(self, learn):  # entered before the objective, left even if it fails
         return nullcontext()
@@ -57,8 +85,8 @@ class Learner:
             batches,
             total,
         )
-        guarantees = [FiniteLoss(), Diverged(), CtrlC()]  # every run has them
-        self.cbs = sorted([*cbs, *guarantees], key=lambda cb: cb.order)
+        guarantees = [Diverged(), FiniteLoss(), CtrlC()]  # every run has them
+        self.cbs = by_phase([*cbs, *guarantees])
         self.saved = self.saved_step = None  # the last checkpoint written, its step
         self.step = self.epoch = self.pos = 0
         self.end = self.stop = False  # end: steps or time used up; stop: ended early
@@ -137,7 +165,7 @@ class FiniteLoss(Callback):
     """A non-finite loss stops the run with one line naming the step, before its
     gradients touch the weights."""
 
-    order = 15
+    phase = "guard"
 
     def after_loss(self, learn) -> None:
         loss = float(learn.loss.detach())
@@ -152,7 +180,7 @@ class Diverged(Callback):
     multiplies the norm of the weights the optimiser updates by more than `factor`,
     in one line naming the step, before any callback averages or saves them."""
 
-    order = 12  # after the clock; before the schedule, EMA, validation, checkpoint
+    phase = "guard"  # before the average and the checkpoint take the weights
 
     def __init__(self, factor: float = 10.0):
         self.factor, self.norm = factor, None
@@ -184,7 +212,7 @@ class CtrlC(Callback):
     """Ctrl-C ends the run after the step it interrupts, which the checkpoint callback
     saves; then `Interrupted` says where. A second Ctrl-C interrupts at once."""
 
-    order = 75  # after validation, before the checkpoint
+    phase = "interrupt"
 
     def __init__(self):
         self.asked, self.old = False, None
@@ -220,7 +248,7 @@ class Clock(Callback):
     of its time budget used (0 without one), read after every step; the same on every
     process (the slowest one's)."""
 
-    order = 10
+    phase = "clock"
 
     def __init__(self, budget: float = 0.0, world: int = 1, device="cpu"):
         self.budget, self.world, self.device = budget, world, device
@@ -263,7 +291,7 @@ class Limits(Callback):
     `stop_at`, or after `time_cap` minutes (unlike the budget, a cap leaves the
     learning-rate schedule to the steps)."""
 
-    order = 55
+    phase = "limits"
 
     def __init__(self, clock: Clock, stop_at: int = 0, time_cap: float = 0.0):
         self.clock, self.stop_at, self.time_cap = clock, stop_at, time_cap
@@ -287,7 +315,7 @@ class Clip(Callback):
     """Clip the gradients' global norm at `clip` (0: no clipping), and log the norm
     before clipping."""
 
-    order = 45
+    phase = "gradient"
 
     def __init__(self, clip: float):
         self.clip = clip
@@ -302,7 +330,7 @@ class Clip(Callback):
 class Schedule(Callback):
     "A learning-rate schedule stepped after every optimiser step."
 
-    order = 20
+    phase = "rate"
 
     def __init__(self, sched):
         self.sched = sched
@@ -321,7 +349,7 @@ class History(Callback):
     """One entry per step: its statistics (validation adds its scores to the step's
     entry)."""
 
-    order = 50
+    phase = "record"
 
     def __init__(self):
         self.history = []
@@ -342,7 +370,7 @@ class EMA(Callback):
     after every step. Once it has seen a step, a checkpoint's weights are the average
     and the live ones are kept under `train_*`."""
 
-    order = 30
+    phase = "average"
 
     def __init__(self, avg, live: nn.ModuleDict):
         self.avg, self.live = avg, live
@@ -378,7 +406,7 @@ class AMP(Callback):
     unscaled again before clipping, through the Learner's `backward` and `opt_step`,
     replaced until the run ends."""
 
-    order = 40
+    phase = "precision"
 
     def __init__(self, dtype, scaler, device):
         self.dtype, self.scaler, self.device = dtype, scaler, torch.device(device)
@@ -419,7 +447,7 @@ class Checkpoint(Callback):
     ends or stops (Ctrl-C included); `name`: the file, `last.pt` unless a family
     names its own."""
 
-    order = 80
+    phase = "save"
 
     def __init__(self, save, every: int = 0, name: str = "last.pt"):
         self.save, self.every, self.name = save, every, name
@@ -433,7 +461,7 @@ class Checkpoint(Callback):
 class ProgressBar(Callback):
     "A tqdm bar over the planned steps, with the loss and the learning rate."
 
-    order = 90
+    phase = "report"
 
     def __init__(self, desc: str, show: bool = True):
         self.desc, self.show, self.bar = desc, show, None
@@ -460,30 +488,3 @@ class ProgressBar(Callback):
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-
-# %% ../nbs/12c_fit.ipynb #461767d4
-#: how torch's zip writer reports a write that failed (a full disk): a RuntimeError
-_WRITER_FAILED = ("PytorchStreamWriter failed", "inline_container.cc")
-
-
-def write_checkpoint(state: dict, path) -> Path:
-    """`save_checkpoint`, with a failed write (disk full, read-only) as one line naming
-    the file; the earlier file stays. A write fails as an OSError or as the
-    RuntimeError of torch's zip writer; other RuntimeErrors are bugs and propagate. A
-    state holding NaN or infinity (weights or moments after a diverging update) is not
-    written: the earlier file is the known-good one."""
-    bad = nonfinite(state)
-    if bad is not None:
-        raise StopRun(
-            f"{path} not written: {bad} holds NaN or infinite values (the run "
-            "diverged); the checkpoint there before is kept"
-        )
-    try:
-        return save_checkpoint(state, path)
-    except OSError as e:
-        why = e.strerror or errno.errorcode.get(e.errno, str(e))
-    except RuntimeError as e:
-        if not any(s in str(e) for s in _WRITER_FAILED):
-            raise
-        why = f"torch's writer failed ({' '.join(str(e).split())[:160]}; disk full?)"
-    raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")

@@ -78,7 +78,7 @@ class Cosine(Callback):
     """Before every step: the rate decays on a cosine over the steps or the time
     budget, whichever is further along (no state of its own)."""
 
-    order = 20
+    phase = "rate"
 
     def __init__(self, lr: float, clock: Clock):
         self.lr, self.clock = lr, clock
@@ -93,7 +93,7 @@ class LossLog(Callback):
     """The history: every 50 steps and at the end, the mean loss since the entry
     before and the run's minutes so far (the open window is state: exact resume)."""
 
-    order = 60  # after Limits: the last step is known
+    phase = "evaluate"  # after the limits: the last step is known
 
     def __init__(self, clock: Clock, every: int = 50):
         self.clock, self.every, self.history, self.window = clock, every, [], []

@@ -258,7 +258,7 @@ class Means(Callback):
     """The history: every `every` steps, and at the last, the means of the steps'
     statistics since the entry before (the partial sums are state: exact resume)."""
 
-    order = 50
+    phase = "record"
 
     def __init__(self, every: int = 50):
         self.every, self.history, self.sums, self.n = every, [], {}, 0
@@ -291,7 +291,7 @@ class Validate(Callback):
     (`probe`), the best weights kept (`save_best` writes them), and early stopping after
     `patience` epochs without a better error, counted from the best epoch (state)."""
 
-    order = 60  # after Limits, which tells whether this step ends the run
+    phase = "evaluate"  # after the limits: whether this step ends the run
 
     def __init__(self, model, val, test, probe, per_epoch, patience, device, **kw):
         self.model, self.val, self.test, self.probe = model, val, test, probe
@@ -494,7 +494,7 @@ class Anneal(Callback):
     """Before every step, the rate `annealed_lr` gives for the Learner's step and the
     clock's share of the time budget (no state of its own: both are resumed)."""
 
-    order = 20
+    phase = "rate"
 
     def __init__(self, lr: float, clock: Clock):
         self.lr, self.clock = lr, clock

@@ -25,14 +25,14 @@ from sat_tutorial.core import (
     zoo_file,
     zoo_manifest,
 )
-from .core import TEMP_SUFFIX, check_finite
-from .learner import StopRun, write_checkpoint
+from .core import TEMP_SUFFIX, check_finite, nonfinite, save_checkpoint
+from .learner import StopRun
 
 # %% auto #0
-__all__ = ['KINDS', 'KIND_MODULES', 'RUN_FILES', 'LOCK_NAME', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'BEAM_SIZE', 'MAX_LEN',
-           'BATCH_SIZE', 'format_tag', 'parse_tag', 'model_weights', 'RunKind', 'register_kind', 'kind_of', 'save_run',
-           'write_json', 'run_path', 'RunRecord', 'load_run', 'check_out', 'replace_old', 'lock_run', 'release_run',
-           'add_run_flags', 'check_run_flags']
+__all__ = ['KINDS', 'KIND_MODULES', 'RUN_FILES', 'LOCK_NAME', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'format_tag', 'parse_tag',
+           'model_weights', 'RunKind', 'register_kind', 'kind_of', 'write_checkpoint', 'save_run', 'write_json',
+           'run_path', 'RunRecord', 'load_run', 'check_out', 'replace_old', 'lock_run', 'release_run', 'add_run_flags',
+           'check_run_flags']
 
 # %% ../nbs/12f_runs.ipynb #ea263187
 def format_tag(kind: str, version: int) -> str:
@@ -106,6 +106,33 @@ def kind_of(name: str) -> RunKind | None:
     if name not in KINDS and name in KIND_MODULES:
         importlib.import_module(KIND_MODULES[name])
     return KINDS.get(name)
+
+# %% ../nbs/12f_runs.ipynb #461767d4
+#: how torch's zip writer reports a write that failed (a full disk): a RuntimeError
+_WRITER_FAILED = ("PytorchStreamWriter failed", "inline_container.cc")
+
+
+def write_checkpoint(state: dict, path) -> Path:
+    """`save_checkpoint`, with a failed write (disk full, read-only) as one line naming
+    the file; the earlier file stays. A write fails as an OSError or as the
+    RuntimeError of torch's zip writer; other RuntimeErrors are bugs and propagate. A
+    state holding NaN or infinity (weights or moments after a diverging update) is not
+    written: the earlier file is the known-good one."""
+    bad = nonfinite(state)
+    if bad is not None:
+        raise StopRun(
+            f"{path} not written: {bad} holds NaN or infinite values (the run "
+            "diverged); the checkpoint there before is kept"
+        )
+    try:
+        return save_checkpoint(state, path)
+    except OSError as e:
+        why = e.strerror or errno.errorcode.get(e.errno, str(e))
+    except RuntimeError as e:
+        if not any(s in str(e) for s in _WRITER_FAILED):
+            raise
+        why = f"torch's writer failed ({' '.join(str(e).split())[:160]}; disk full?)"
+    raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")
 
 # %% ../nbs/12f_runs.ipynb #3a130f90
 def save_run(path, kind: str, model, config: dict, **state) -> Path:
@@ -444,8 +471,3 @@ def check_run_flags(args, files=RUN_FILES, last: str | None = "last.pt") -> list
     old = check_out(args.out, args.resume, args.overwrite, files, last)
     get_device(args.device)
     return old
-
-# %% ../nbs/12f_runs.ipynb #7a1bbc15
-BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
-MAX_LEN = Range(int, 1, 200)  # captions run to 10–30 words
-BATCH_SIZE = Range(int, 1, 4096)  # images per forward pass

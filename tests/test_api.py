@@ -215,7 +215,7 @@ def test_sizes_have_the_command_lines_upper_bounds(runs, photos):
     is refused at once with one line naming the argument, as `caption --beam-size
     1000000` is (tests/test_hostile.py), before any memory is asked for."""
     from sat_tutorial import load_captioner
-    from sat_tutorial.runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
+    from sat_tutorial.api import BATCH_SIZE, BEAM_SIZE, MAX_LEN
     from sat_tutorial.cli import build_parser
     from sat_tutorial.core import InputError
 

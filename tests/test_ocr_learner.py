@@ -74,7 +74,7 @@ def test_nan_loss_stops_with_one_line(tmp_path, capsys, monkeypatch):
 
 
 class CtrlCAt(Callback):
-    order = 5
+    phase = "inputs"
 
     def __init__(self, at):
         self.at = at

@@ -113,7 +113,7 @@ def test_overwrite_deletes_nothing_until_the_first_checkpoint(tmp_path, monkeypa
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     class Poison(Callback):
-        order = 10  # before FiniteLoss
+        phase = "inputs"  # before the guards (FiniteLoss)
 
         def after_loss(self, learn):
             learn.loss = learn.loss * float("nan")
@@ -129,7 +129,7 @@ def test_overwrite_deletes_nothing_until_the_first_checkpoint(tmp_path, monkeypa
 class CtrlCAt(Callback):
     "Press Ctrl-C during step `at`."
 
-    order = 5
+    phase = "inputs"
 
     def __init__(self, at):
         self.at = at
@@ -230,7 +230,7 @@ def test_the_same_bounds_in_the_api(field, value):
 class StepStats(Callback):
     "Every step's statistics, as the Learner reports them."
 
-    order = 70
+    phase = "evaluate"
 
     def __init__(self):
         self.steps = []
