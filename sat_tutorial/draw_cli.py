@@ -36,7 +36,7 @@ from sat_tutorial.draw_training import (
     load_draw,
     plot_canvas_strip,
 )
-from .learner import replace_old
+from .learner import Interrupted, replace_old
 from sat_tutorial.runs import (
     add_run_flags,
     check_run_flags,
@@ -157,7 +157,13 @@ def _train_cmd(args) -> int:
         print(f"--time-budget {args.time_budget} min used: {done} of {planned} steps")
     facts = dict(steps=done, planned_steps=planned, losses=losses, config=cfg, **run)
     facts.update(train_seconds=60 * spent + time.time() - t0, device=str(device))
-    _write_metrics(out, model, train, test, facts)
+    try:
+        _write_metrics(out, model, train, test, facts)
+    except KeyboardInterrupt:  # after the Learner saved the trained model
+        raise Interrupted(
+            f"interrupted during the final evaluation: the trained model (step "
+            f"{done}) is saved in {ckpt_path} (metrics.json was not written)"
+        ) from None
     return 0
 
 # %% ../nbs/04c_draw_cli.ipynb #b68509f3
