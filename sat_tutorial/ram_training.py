@@ -17,6 +17,7 @@ from sat_tutorial.core import (
     InputError,
     Range,
     get_device,
+    learning_rate,
     rng_state,
     seed_everything,
     set_rng_state,
@@ -132,6 +133,7 @@ RAM_BOUNDS = {
     "limit": Range(int, 1, 60_000),
     "val": Range(int, 0, 59_999),
     "patience": Range(int, 1, 10_000),
+    "lr": learning_rate,
 }
 
 # %% ../nbs/03b_ram_training.ipynb #85db5c0d
@@ -648,7 +650,7 @@ def _training_flags(t: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--lr",
-        type=Range(float, 0, 10, lo_open=True),
+        type=RAM_BOUNDS["lr"],
         default=1e-3,
         help="Adam learning rate (default: %(default)s)",
     )

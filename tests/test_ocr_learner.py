@@ -129,7 +129,13 @@ def test_time_budget_flag_is_minutes(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     "field,value",
-    [("iterations", 100_000), ("n_train", 10**6), ("batch_size", 10**5), ("clip", -1)],
+    [
+        ("iterations", 100_000),
+        ("n_train", 10**6),
+        ("batch_size", 10**5),
+        ("clip", -1),
+        ("lr", 1e39),  # issue 59: as --lr, core.learning_rate
+    ],
 )
 def test_the_same_bounds_in_the_api(field, value):
     with pytest.raises(InputError, match=field):
