@@ -168,7 +168,9 @@ def cmd_extract(args) -> int:
             f"{', '.join(splits)}: nothing to extract"
         )
     weights = None if str(args.weights).lower() == "none" else args.weights
-    enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
+    with torch.random.fork_rng(devices=[]):  # --weights none: the same random
+        torch.manual_seed(0)  # network in every run, so a resumed run's chunks match
+        enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
     size = args.image_size or encoder_image_size(args.encoder)
     with torch.no_grad():
         L = enc(torch.zeros(1, 3, size, size)).shape[1]
@@ -178,6 +180,7 @@ def cmd_extract(args) -> int:
         "grid": int(round(L**0.5)),
         "image_size": size,
         "dataset": args.data,
+        **({"init_seed": 0} if weights is None else {}),
         **({"mirrored": True} if args.mirror else {}),
     }
     print(
