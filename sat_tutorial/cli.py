@@ -12,8 +12,8 @@ from pathlib import Path
 from .core import InputError, set_threads
 
 # %% auto #0
-__all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'add_train', 'config_from_args', 'split_inputs',
-           'end_torchrun_worker', 'cmd_train', 'build_parser', 'main']
+__all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'figure_file', 'add_train', 'config_from_args',
+           'split_inputs', 'end_torchrun_worker', 'cmd_train', 'build_parser', 'main']
 
 # %% ../nbs/13b_cli.ipynb #b8f70e5b
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -233,6 +233,25 @@ def writable_file(path, flag: str) -> Path:
             if not parent.is_dir():
                 raise InputError(f"{flag} {path}: {parent} is a file, not a folder")
             break
+    return path
+
+
+def figure_file(path, flag: str) -> Path:
+    """`path` as a figure to write for `flag` (`writable_file`): `.png` is added to a
+    name without a suffix (matplotlib would add it, and the name printed would not be
+    the file written), and a suffix matplotlib cannot write is refused at once."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    path = Path(path)
+    path = writable_file(
+        path if path.suffix else path.with_name(path.name + ".png"), flag
+    )
+    kinds = FigureCanvasBase.get_supported_filetypes()
+    if path.suffix[1:].lower() not in kinds:
+        raise InputError(
+            f"{flag} {path}: matplotlib cannot write {path.suffix} files; "
+            f"use one of .{', .'.join(sorted(kinds))}"
+        )
     return path
 
 # %% ../nbs/13b_cli.ipynb #441a7c07

@@ -8,7 +8,12 @@ from __future__ import annotations
 import argparse, json, sys, time
 from pathlib import Path
 
-from .cli import HelpFormatter, split_inputs, writable_file
+from sat_tutorial.cli import (
+    HelpFormatter,
+    figure_file,
+    split_inputs,
+    writable_file,
+)
 from .core import InputError, Range
 from .runs import BEAM_SIZE, MAX_LEN
 from .runs import DEVICE_HELP as _DEVICE_HELP
@@ -216,7 +221,7 @@ def cmd_caption(args) -> int:
 
     names = " + ".join(map(str, args.checkpoint))
     if args.attention_png:
-        writable_file(args.attention_png, "--attention-png")
+        args.attention_png = figure_file(args.attention_png, "--attention-png")
     cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
     if cap.needs_boxes:
         raise InputError(

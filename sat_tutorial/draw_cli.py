@@ -172,6 +172,9 @@ def _sample_cmd(args) -> int:
     as a PNG."""
     import matplotlib.pyplot as plt
 
+    from sat_tutorial.cli import figure_file  # the name printed is the file written
+
+    out = figure_file(args.out, "--out")  # refused before the model is loaded
     rec = load_draw(args.checkpoint)
     model, ck = rec.model, rec.checkpoint
     seed_everything(args.seed)
@@ -183,12 +186,12 @@ def _sample_cmd(args) -> int:
         g.canvases,
         windows=windows,
         columns=args.columns,
-        title=f"DRAW samples (step {ck['step']}), columns = glimpses",
+        title=f"DRAW samples (step {ck.get('step', '?')}), columns = glimpses",
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=100)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
     plt.close(fig)
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 # %% ../nbs/04c_draw_cli.ipynb #4596c068
