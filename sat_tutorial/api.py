@@ -17,8 +17,8 @@ from .runs import BATCH_SIZE, BEAM_SIZE, MAX_LEN
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['CaptionResult', 'image_as_pil', 'set_reads', 'finite_captions', 'CaptionPipeline', 'check_boxes', 'ImageCaptioner',
-           'photo_reader', 'load_captioner']
+__all__ = ['CaptionResult', 'image_as_pil', 'check_pixels', 'set_reads', 'finite_captions', 'CaptionPipeline', 'check_boxes',
+           'ImageCaptioner', 'photo_reader', 'load_captioner']
 
 # %% ../nbs/13_api.ipynb #a91c0002
 @dataclass
@@ -125,6 +125,13 @@ def image_as_pil(image, name: str = "image"):
         "a PIL image, an (H, W, 3) array or a (3, H, W) tensor"
     )
 
+
+def check_pixels(im, name: str = "image"):
+    "`im`, a PIL image, if it has pixels (an array, tensor or PIL image may be 0×0)."
+    if 0 in im.size:
+        raise InputError(f"{name}: the image has no pixels ({im.width}×{im.height})")
+    return im
+
 # %% ../nbs/13_api.ipynb #9e0d3ea5
 def set_reads(model, reads: str | None, checkpoint) -> None:
     "`--reads` by the `Captioner.set_reads` hook of each model that has such reads."
@@ -185,11 +192,7 @@ class CaptionPipeline:
         1] or uint8) → (the image as the encoder sees it, its input tensor)."""
         from PIL import Image
 
-        im = image_as_pil(image, name)
-        if 0 in im.size:  # a PIL image, array or tensor may be 0×0
-            raise InputError(
-                f"{name}: the image has no pixels ({im.width}×{im.height})"
-            )
+        im = check_pixels(image_as_pil(image, name), name)
         if self.cfg.encoder in (
             "scene_cnn",
             "scene_regions",
