@@ -16,8 +16,8 @@ from .core import InputError, Range, get_device, nonneg_float
 from .soft_attention import Captioner
 
 # %% auto #0
-__all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'set_reads', 'finite_captions',
-           'CaptionPipeline', 'ImageCaptioner', 'photo_reader', 'load_captioner']
+__all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'check_pixels', 'set_reads', 'finite_captions',
+           'CaptionPipeline', 'check_boxes', 'ImageCaptioner', 'photo_reader', 'load_captioner']
 
 # %% ../nbs/13_api.ipynb #7a1bbc15
 BEAM_SIZE = Range(int, 1, 100)  # the papers decode with beams of 1 to 20
@@ -129,6 +129,13 @@ def image_as_pil(image, name: str = "image"):
         "a PIL image, an (H, W, 3) array or a (3, H, W) tensor"
     )
 
+
+def check_pixels(im, name: str = "image"):
+    "`im`, a PIL image, if it has pixels (an array, tensor or PIL image may be 0×0)."
+    if 0 in im.size:
+        raise InputError(f"{name}: the image has no pixels ({im.width}×{im.height})")
+    return im
+
 # %% ../nbs/13_api.ipynb #9e0d3ea5
 def set_reads(model, reads: str | None, checkpoint) -> None:
     "`--reads` by the `Captioner.set_reads` hook of each model that has such reads."
@@ -189,7 +196,7 @@ class CaptionPipeline:
         1] or uint8) → (the image as the encoder sees it, its input tensor)."""
         from PIL import Image
 
-        im = image_as_pil(image, name)
+        im = check_pixels(image_as_pil(image, name), name)
         if self.cfg.encoder in (
             "scene_cnn",
             "scene_regions",
@@ -225,8 +232,8 @@ class CaptionPipeline:
         image (`finite_captions`)."""
         from sat_tutorial.decoding import decode
 
-        BEAM_SIZE.check(beam_size, "beam_size")
-        MAX_LEN.check(max_len, "max_len")
+        beam_size = BEAM_SIZE.check(beam_size, "beam_size")  # NumPy's ints as ints
+        max_len = MAX_LEN.check(max_len, "max_len")
         self.model.check_max_len(max_len)  # e.g. a Transformer's word positions
         nonneg_float.check(length_norm, "length_norm")
         caps = decode(
@@ -238,6 +245,33 @@ class CaptionPipeline:
             length_norm,
         )
         return finite_captions(caps)
+
+# %% ../nbs/13_api.ipynb #a74b7c48
+def check_boxes(boxes, size: int, name: str = "image") -> torch.Tensor:
+    """One image's regions as a float tensor `(R, 4)`: pixels x0, y0, x1, y1 of the
+    image as the model reads it (`size` × `size`), at least one box, each finite, not
+    inverted and inside the image; else an `InputError` naming `name`."""
+    try:
+        b = torch.as_tensor(boxes, dtype=torch.float32)
+    except (TypeError, ValueError, RuntimeError):
+        b = None
+    if b is None or b.ndim != 2 or b.shape[1] != 4 or not len(b):
+        shape = "not numbers" if b is None else tuple(b.shape)
+        raise InputError(f"{name}: boxes must be (R, 4) with R ≥ 1, got {shape}")
+    if not b.isfinite().all():
+        raise InputError(f"{name}: boxes hold NaN or infinite values")
+    x0, y0, x1, y1 = b.unbind(1)
+    if bad := ((x0 >= x1) | (y0 >= y1)).nonzero().flatten().tolist():
+        raise InputError(
+            f"{name}: boxes need x0 < x1 and y0 < y1; box {bad[0]} is "
+            f"{b[bad[0]].tolist()}"
+        )
+    if (b < 0).any() or (b > size).any():
+        raise InputError(
+            f"{name}: boxes must lie inside the {size}×{size} image the model reads "
+            f"(pixels 0 to {size}), not {b.min():g} to {b.max():g}"
+        )
+    return b
 
 # %% ../nbs/13_api.ipynb #6c49106e
 class ImageCaptioner(CaptionPipeline):
@@ -266,7 +300,7 @@ class ImageCaptioner(CaptionPipeline):
                 f"{' + '.join(self.checkpoints)} reads regions ({self.cfg.encoder}): "
                 "give each image's boxes, boxes=[(R, 4), …]"
             )
-        BATCH_SIZE.check(batch_size, "batch_size")
+        batch_size = BATCH_SIZE.check(batch_size, "batch_size")
         out = []
         for s in range(0, len(items), batch_size):
             names = [
@@ -279,8 +313,8 @@ class ImageCaptioner(CaptionPipeline):
             bx = (
                 torch.stack(
                     [
-                        torch.as_tensor(b, dtype=torch.float32)
-                        for b in boxes[s : s + batch_size]
+                        check_boxes(b, self.size, n)
+                        for b, n in zip(boxes[s : s + batch_size], names)
                     ]
                 )
                 if self.needs_boxes

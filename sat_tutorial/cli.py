@@ -12,7 +12,7 @@ from pathlib import Path
 from .core import InputError, set_threads
 
 # %% auto #0
-__all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'writable_file', 'add_train', 'config_from_args', 'split_inputs',
+__all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'add_train', 'config_from_args', 'split_inputs',
            'end_torchrun_worker', 'cmd_train', 'build_parser', 'main']
 
 # %% ../nbs/13b_cli.ipynb #b8f70e5b
@@ -221,26 +221,13 @@ def json_object(text: str) -> dict:
         )
     return v
 
-
-def writable_file(path, flag: str) -> Path:
-    """`path` as a file to write for `flag`: refused at once (not after the work) if it
-    is a folder or its folder is a file."""
-    path = Path(path)
-    if path.is_dir():
-        raise InputError(f"{flag} {path} is a folder; give a file name")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise InputError(f"{flag} {path}: {parent} is a file, not a folder")
-            break
-    return path
-
 # %% ../nbs/13b_cli.ipynb #441a7c07
-from .learner import Interrupted, StopRun
-from .runs import replace_old
-from .runs import add_run_flags, check_run_flags, release_run, write_json
+from .learner import Checkpoint, Interrupted, StopRun
+from .run_folder import replace_old
+from .runs import write_json
+from .run_folder import add_run_flags, check_run_flags, release_run
 
-# every training command checks --out with `runs.check_out` (notebook 12f)
+# every training command checks --out with `run_folder.check_out` (notebook 12h)
 
 # %% ../nbs/13b_cli.ipynb #dbbc0f8d
 def add_train(sub) -> None:
@@ -475,14 +462,26 @@ def main(argv=None) -> int:
     if not getattr(args, "func", None):
         p.print_help()
         return 2
+    Checkpoint.written = None  # what this command writes
     try:
         set_threads(getattr(args, "threads", None))  # --threads, else the default
         return int(args.func(args) or 0)
     except Interrupted as e:  # the Learner saved the step it interrupted
         print(f"sat-tutorial: {e}", file=sys.stderr)
         return 130
-    except KeyboardInterrupt:
-        print("interrupted (before anything was saved)", file=sys.stderr)
+    except (
+        KeyboardInterrupt
+    ):  # not during the steps: before them, or after (evaluating)
+        done = Checkpoint.written
+        if done is None:
+            print("interrupted (before anything was saved)", file=sys.stderr)
+        else:
+            path, step = done
+            print(
+                f"sat-tutorial: interrupted; the last checkpoint written, {path} "
+                f"(step {step}), is kept",
+                file=sys.stderr,
+            )
         return 130
     except EXPECTED_ERRORS as e:
         if debug:

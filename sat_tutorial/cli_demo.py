@@ -10,7 +10,8 @@ from pathlib import Path
 
 import torch
 
-from .cli import HelpFormatter, writable_file
+from .cli import HelpFormatter
+from .run_folder import writable_file
 from sat_tutorial.core import (
     InputError,
     Range,
@@ -20,8 +21,9 @@ from sat_tutorial.core import (
     unit_float,
 )
 from .api import BATCH_SIZE
-from .runs import check_out, replace_old, write_json
-from .runs import DEVICE_HELP as _DEVICE_HELP
+from .runs import write_json
+from .run_folder import check_out, replace_old
+from .run_folder import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0
 __all__ = ['DEMO_STEPS', 'DEMO_FILES', 'split_list', 'add_extract', 'cmd_extract', 'check_demo_out', 'cmd_demo', 'add_demo']
@@ -168,7 +170,9 @@ def cmd_extract(args) -> int:
             f"{', '.join(splits)}: nothing to extract"
         )
     weights = None if str(args.weights).lower() == "none" else args.weights
-    enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
+    with torch.random.fork_rng(devices=[]):  # --weights none: the same random
+        torch.manual_seed(0)  # network in every run, so a resumed run's chunks match
+        enc = build_encoder(args.encoder, weights=weights, grid=args.grid).eval()
     size = args.image_size or encoder_image_size(args.encoder)
     with torch.no_grad():
         L = enc(torch.zeros(1, 3, size, size)).shape[1]
@@ -178,6 +182,7 @@ def cmd_extract(args) -> int:
         "grid": int(round(L**0.5)),
         "image_size": size,
         "dataset": args.data,
+        **({"init_seed": 0} if weights is None else {}),
         **({"mirrored": True} if args.mirror else {}),
     }
     print(

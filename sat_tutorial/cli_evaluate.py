@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse, json, sys, time
 from pathlib import Path
 
-from .cli import HelpFormatter, split_inputs, writable_file
+from .cli import HelpFormatter, split_inputs
+from .run_folder import figure_file, writable_file
 from .core import InputError, Range
 from .api import BEAM_SIZE, MAX_LEN
-from .runs import DEVICE_HELP as _DEVICE_HELP
+from .run_folder import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0
 __all__ = ['add_reads', 'add_decoding', 'add_evaluate', 'cmd_evaluate', 'add_caption', 'cmd_caption']
@@ -216,7 +217,7 @@ def cmd_caption(args) -> int:
 
     names = " + ".join(map(str, args.checkpoint))
     if args.attention_png:
-        writable_file(args.attention_png, "--attention-png")
+        args.attention_png = figure_file(args.attention_png, "--attention-png")
     cap = load_captioner(args.checkpoint, args.device, reads=args.reads)
     if cap.needs_boxes:
         raise InputError(

@@ -5,7 +5,7 @@
 # %% ../nbs/00_core.ipynb #9e57d39f
 from __future__ import annotations
 
-import argparse, math, os, random, re, tempfile, time, warnings
+import argparse, math, numbers, os, random, re, tempfile, time, warnings
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +47,8 @@ class Range:
         self.what = f"{noun} {' and '.join(parts)}".strip()
 
     def ok(self, x) -> bool:
-        if isinstance(x, bool) or not isinstance(x, (int, float)):
-            return False
-        if self.kind is int and not float(x).is_integer():
+        real = numbers.Integral if self.kind is int else numbers.Real  # NumPy's too
+        if isinstance(x, bool) or not isinstance(x, real):
             return False
         if not math.isfinite(x):
             return False
@@ -73,10 +72,10 @@ class Range:
         return x
 
     def check(self, value, name: str):
-        "`value` if it is in range, else an `InputError` naming `name`."
+        "`value` as a Python number if in range, else an `InputError` naming `name`."
         if not self.ok(value):
             raise InputError(f"{name} must be {self.what}, not {value!r}")
-        return value
+        return self.kind(value)
 
     def __repr__(self):
         return f"Range({self.what})"

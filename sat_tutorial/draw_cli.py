@@ -36,14 +36,9 @@ from sat_tutorial.draw_training import (
     load_draw,
     plot_canvas_strip,
 )
-from sat_tutorial.runs import (
-    add_run_flags,
-    check_run_flags,
-    load_run,
-    replace_old,
-    save_run,
-    write_json,
-)
+from .learner import Interrupted
+from .runs import load_run, save_run, write_json
+from .run_folder import add_run_flags, check_run_flags, replace_old
 
 # %% auto #0
 __all__ = ['add_cli']
@@ -157,7 +152,13 @@ def _train_cmd(args) -> int:
         print(f"--time-budget {args.time_budget} min used: {done} of {planned} steps")
     facts = dict(steps=done, planned_steps=planned, losses=losses, config=cfg, **run)
     facts.update(train_seconds=60 * spent + time.time() - t0, device=str(device))
-    _write_metrics(out, model, train, test, facts)
+    try:
+        _write_metrics(out, model, train, test, facts)
+    except KeyboardInterrupt:  # after the Learner saved the trained model
+        raise Interrupted(
+            f"interrupted during the final evaluation: the trained model (step "
+            f"{done}) is saved in {ckpt_path} (metrics.json was not written)"
+        ) from None
     return 0
 
 # %% ../nbs/04c_draw_cli.ipynb #b68509f3
@@ -166,6 +167,11 @@ def _sample_cmd(args) -> int:
     as a PNG."""
     import matplotlib.pyplot as plt
 
+    from sat_tutorial.run_folder import (
+        figure_file,
+    )  # the name printed is the file written
+
+    out = figure_file(args.out, "--out")  # refused before the model is loaded
     rec = load_draw(args.checkpoint)
     model, ck = rec.model, rec.checkpoint
     seed_everything(args.seed)
@@ -177,12 +183,12 @@ def _sample_cmd(args) -> int:
         g.canvases,
         windows=windows,
         columns=args.columns,
-        title=f"DRAW samples (step {ck['step']}), columns = glimpses",
+        title=f"DRAW samples (step {ck.get('step', '?')}), columns = glimpses",
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=100)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
     plt.close(fig)
-    print(f"wrote {args.out}")
+    print(f"wrote {out}")
     return 0
 
 # %% ../nbs/04c_draw_cli.ipynb #4596c068

@@ -45,16 +45,12 @@ from sat_tutorial.learner import (
     Limits,
     ProgressBar,
 )
-from sat_tutorial.runs import (
-    RunRecord,
+from .runs import RunRecord, format_tag, load_run, register_kind, save_run
+from sat_tutorial.run_folder import (
     add_run_flags,
     check_out,
     check_run_flags,
-    format_tag,
-    load_run,
-    register_kind,
     replace_old,
-    save_run,
 )
 
 # %% auto #0

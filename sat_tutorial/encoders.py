@@ -111,17 +111,53 @@ BACKBONES = {
 }
 
 
+def _weights_into(net: nn.Module, path, name: str) -> nn.Module:
+    """`net` with the state dict in the file `path`; a file that is missing, not a
+    checkpoint, not finite or another network's is one line naming it."""
+    from sat_tutorial.core import InputError, load_checkpoint, nonfinite
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(
+            f"backbone weights {path}: "
+            + (
+                "a folder, not a file"
+                if path.is_dir()
+                else f"no such file, and not DEFAULT or another named version of "
+                f"{name}'s weights"
+            )
+        )
+    try:
+        sd = load_checkpoint(path)
+    except ValueError:  # torch's reason runs over several lines
+        raise InputError(
+            f"backbone weights {path} could not be loaded: truncated, corrupt or not "
+            "a torch file"
+        ) from None
+    if not isinstance(sd, dict):
+        raise InputError(f"backbone weights {path} hold a {type(sd).__name__}")
+    if (bad := nonfinite(sd)) is not None:
+        raise InputError(f"backbone weights {path}: {bad} holds NaN or infinity")
+    try:
+        net.load_state_dict(sd)
+    except (RuntimeError, TypeError, ValueError) as e:
+        why = " ".join(str(e).split())[:300]
+        raise InputError(
+            f"backbone weights {path} are not the weights of {name}: {why}"
+        ) from None
+    return net
+
+
 def _load_weights(name: str, weights):
     import torchvision
 
     if weights is None:
         return torchvision.models.get_model(name, weights=None)
-    if isinstance(weights, (str, os.PathLike)) and Path(weights).is_file():
-        m = torchvision.models.get_model(name, weights=None)
-        m.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
-        return m
     w = torchvision.models.get_model_weights(name)
-    w = w.DEFAULT if str(weights) == "DEFAULT" else w[str(weights)]
+    if str(weights) not in w.__members__:  # a state-dict file
+        net = torchvision.models.get_model(name, weights=None)
+        return _weights_into(net, weights, name)
+    w = w[str(weights)]  # DEFAULT or a named version
     try:
         return torchvision.models.get_model(name, weights=w)
     except Exception as e:  # URLError offline, HTTP errors, a corrupt cache file
@@ -242,8 +278,7 @@ class EfficientNetLiteEncoder(nn.Module):
                     ) from None
                 cls = getattr(pkg, "EfficientnetLite" + name[-1] + "ModelFile")
                 weights = cls.get_model_file_path()
-            sd = torch.load(weights, map_location="cpu", weights_only=True)
-            self.net.load_state_dict(sd)
+            _weights_into(self.net, weights, name)
         self.net._fc = self.net._dropout = None  # the classifier is not used
         self.name, self.grid, self.feature_dim, self.fine_tune, self.image_size = (
             name,

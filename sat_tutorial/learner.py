@@ -448,6 +448,7 @@ class Checkpoint(Callback):
     names its own."""
 
     phase = "save"
+    written = None  # this process's last checkpoint and its step (for a late Ctrl-C)
 
     def __init__(self, save, every: int = 0, name: str = "last.pt"):
         self.save, self.every, self.name = save, every, name
@@ -456,6 +457,7 @@ class Checkpoint(Callback):
         if (self.every and learn.step % self.every == 0) or learn.end or learn.stop:
             self.save(learn, self.name)
             learn.saved_step = learn.step
+            Checkpoint.written = (learn.saved, learn.step)
 
 # %% ../nbs/12c_fit.ipynb #4662338b
 class ProgressBar(Callback):

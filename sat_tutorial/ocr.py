@@ -11,7 +11,9 @@ import torch, torch.nn as nn, torch.nn.functional as F
 from sat_tutorial.core import (
     InputError,
     Range,
+    clip_norm,
     get_device,
+    learning_rate,
     seed_everything,
 )
 from .data import Vocab
@@ -228,7 +230,8 @@ OCR_BOUNDS = {
     "n_test": Range(int, 1, 100_000),
     "batch_size": Range(int, 1, 4096),
     "steps": Range(int, 1, 10_000_000),
-    "clip": Range(float, 0, 1e6),
+    "clip": clip_norm,  # the rates: the same rules as every command's
+    "lr": learning_rate,
 }
 
 

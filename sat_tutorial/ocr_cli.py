@@ -11,7 +11,7 @@ from .core import Range, learning_rate, seed_int
 from .ocr import BLOCKS, OCR_BOUNDS, OCRConfig, evaluate_ocr, load_ocr
 from .ocr_training import train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image
-from .runs import add_run_flags
+from .run_folder import add_run_flags
 
 # %% auto #0
 __all__ = ['BEAM_BOUND', 'add_cli']

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
-from .core import data_root
+from .core import InputError, data_root
 from .data import Vocab
 
 # %% auto #0
@@ -164,19 +164,31 @@ quiet jazz zebra fox box river oven""".split()
 # %% ../nbs/14b_word_images.ipynb #ocr00012b
 def load_words(min_len: int = 2, max_len: int = 12) -> list[str]:
     """Sorted distinct lower-case a–z words of `min_len`–`max_len` letters: Flickr8k's
-    caption tokens if on disk, else `BUILTIN_WORDS`."""
+    caption tokens if on disk, else `BUILTIN_WORDS`. A caption file not in Karpathy's
+    format, or with fewer than two such words, is one line naming it."""
     path = data_root() / "flickr8k" / "dataset_flickr8k.json"
+    source, words = "the built-in word list", set(BUILTIN_WORDS)
     if path.is_file():
         try:
             images = json.loads(path.read_text())["images"]
-        except (ValueError, KeyError) as e:
-            raise ValueError(f"{path}: not a Karpathy-format caption file ({e})") from e
-        words = {t for im in images for s in im["sentences"] for t in s["tokens"]}
-    else:
-        words = set(BUILTIN_WORDS)
-    return sorted(
+            tokens = [s["tokens"] for im in images for s in im["sentences"]]
+        except (ValueError, KeyError, TypeError) as e:
+            raise InputError(
+                f"{path}: not a Karpathy-format caption file ({type(e).__name__}: {e})"
+            ) from None
+        lists = all(isinstance(t, list) for t in tokens)
+        if not lists or not all(isinstance(w, str) for t in tokens for w in t):
+            raise InputError(f"{path}: each sentence's tokens must be a list of words")
+        source, words = str(path), {w for t in tokens for w in t}
+    good = sorted(
         w for w in words if min_len <= len(w) <= max_len and set(w) <= set(ALPHABET)
     )
+    if len(good) < 2:  # split_words needs a training and a test word
+        raise InputError(
+            f"{source} gives {len(good)} distinct words of {min_len} to {max_len} "
+            "letters a–z; the word images need at least 2"
+        )
+    return good
 
 # %% ../nbs/14b_word_images.ipynb #ocr00012c
 def split_words(

@@ -31,7 +31,8 @@ from sat_tutorial.learner import (
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words
 from .step_settings import amp_setting
-from .runs import check_out, load_run, replace_old, save_run, write_json
+from .runs import load_run, save_run, write_json
+from .run_folder import check_out, replace_old
 
 # %% auto #0
 __all__ = ['OCR_FILES', 'random_batches', 'char_objective', 'Cosine', 'LossLog', 'train_ocr']
@@ -160,12 +161,13 @@ def train_ocr(
         _resume_ocr(learn, out / "ocr.pt", cfg, model, opt, device)
     model.train()
     learn.fit()
-    ev = evaluate_ocr(model.cpu(), test, lexicon=test_words)
+    cpu, wall = time.process_time() - cpu, 60 * clock.minutes()  # training only
+    ev = _final_evaluation(model, test, test_words, out, learn.step)
     metrics = {
         "config": asdict(cfg),
         "steps": learn.step,
-        "train_cpu_seconds": time.process_time() - cpu,
-        "train_wall_seconds": 60 * clock.minutes(),
+        "train_cpu_seconds": cpu,
+        "train_wall_seconds": wall,
         "render_seconds": t_render,
         "images_per_second_rendered": (len(train) + len(test)) / t_render,
         "history": log.history,
@@ -196,6 +198,24 @@ def _ocr_saver(run: dict, model: OCRModel, opt) -> Callable:
         run["old"] = []
 
     return save
+
+
+def _final_evaluation(model: OCRModel, test, test_words, out, step: int) -> dict:
+    """`evaluate_ocr` on the held-out words once training has ended. Ctrl-C here
+    says that the trained model is saved and where (the Learner saved it last)."""
+    from sat_tutorial.learner import Interrupted
+
+    try:
+        return evaluate_ocr(model.cpu(), test, lexicon=test_words)
+    except KeyboardInterrupt:
+        if out is None:  # nothing was saved
+            raise
+        path = out / "ocr.pt"
+        raise Interrupted(
+            f"interrupted during the final evaluation: the trained model (step "
+            f"{step}) is saved in {path}; `sat-tutorial ocr evaluate --checkpoint "
+            f"{path}` scores it (metrics.json was not written)"
+        ) from None
 
 
 def _resume_ocr(learn, ckpt: Path, cfg: OCRConfig, model, opt, device) -> None:

@@ -17,6 +17,7 @@ from sat_tutorial.core import (
     InputError,
     Range,
     get_device,
+    learning_rate,
     rng_state,
     seed_everything,
     set_rng_state,
@@ -30,16 +31,8 @@ from sat_tutorial.learner import (
     ProgressBar,
 )
 from .mnist import mnist_source
-from sat_tutorial.runs import (
-    RunRecord,
-    write_json,
-    add_run_flags,
-    check_out,
-    replace_old,
-    load_run,
-    register_kind,
-    save_run,
-)
+from .runs import RunRecord, write_json, load_run, register_kind, save_run
+from .run_folder import add_run_flags, check_out, replace_old
 from .ram import TASKS, TEST_SEED, RAM, GlimpseMNIST, ram_loss, retina
 
 # %% auto #0
@@ -132,6 +125,7 @@ RAM_BOUNDS = {
     "limit": Range(int, 1, 60_000),
     "val": Range(int, 0, 59_999),
     "patience": Range(int, 1, 10_000),
+    "lr": learning_rate,
 }
 
 # %% ../nbs/03b_ram_training.ipynb #85db5c0d
@@ -648,7 +642,7 @@ def _training_flags(t: argparse.ArgumentParser) -> None:
     )
     t.add_argument(
         "--lr",
-        type=Range(float, 0, 10, lo_open=True),
+        type=RAM_BOUNDS["lr"],
         default=1e-3,
         help="Adam learning rate (default: %(default)s)",
     )

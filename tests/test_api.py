@@ -252,3 +252,94 @@ def test_a_model_whose_weights_overflow_is_refused_not_read_out(runs, photos):
     with pytest.raises(InputError, match="log-probabilities are not finite") as e:
         cap(photos["chelsea"], max_len=5)
     assert "\n" not in str(e.value)
+
+
+# ---- issue 59: inputs the API must refuse in one line (zoo models, no training) ----
+
+
+@pytest.fixture(scope="module")
+def zoo_soft():
+    from sat_tutorial import load_captioner
+
+    return load_captioner("soft-scenes", device="cpu")
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["array 0x0", "array 0x5", "tensor 0x0", "PIL 0x0"],
+)
+def test_an_empty_image_is_refused(zoo_soft, image):
+    "An image with no pixels (0×0, 0×5) is one InputError naming it, not captioned."
+    import numpy as np
+    import torch
+    from PIL import Image
+    from sat_tutorial.core import InputError
+
+    im = {
+        "array 0x0": np.zeros((0, 0, 3), np.uint8),
+        "array 0x5": np.zeros((0, 5, 3), np.uint8),
+        "tensor 0x0": torch.zeros(3, 0, 0),
+        "PIL 0x0": Image.new("RGB", (0, 0)),
+    }[image]
+    with pytest.raises(InputError, match="image 0: the image has no pixels") as e:
+        zoo_soft(im)
+    assert "\n" not in str(e.value)
+
+
+def test_nan_float_images_are_refused_not_captioned_as_black(zoo_soft):
+    "Issue 59 (fixed before): NaN pixels are not floats in [0, 1]: refused, not read as 0."
+    import numpy as np
+    import torch
+    from sat_tutorial.core import InputError
+
+    for im in (
+        np.full((64, 64, 3), np.nan, np.float32),
+        torch.full((3, 64, 64), float("nan")),
+    ):
+        with pytest.raises(InputError, match="must hold floats in \\[0, 1\\]"):
+            zoo_soft(im)
+
+
+def test_integer_arguments_take_numpy_integers_and_refuse_floats(zoo_soft):
+    """beam_size=2.0 is refused in one line (it was accepted and failed inside the beam
+    search); np.int64(2) is taken as 2 (it was refused), as are max_len and
+    batch_size."""
+    import numpy as np
+    from sat_tutorial.core import InputError
+
+    im = np.zeros((64, 64, 3), np.uint8)
+    want = zoo_soft(im, beam_size=2, max_len=5).text
+    for kw in ({"beam_size": 2.0}, {"max_len": 5.0}, {"batch_size": 4.0}):
+        with pytest.raises(InputError, match=f"^{next(iter(kw))} must be an integer"):
+            zoo_soft(im, **kw)
+    got = zoo_soft(
+        [im], beam_size=np.int64(2), max_len=np.int32(5), batch_size=np.int64(4)
+    )
+    assert got[0].text == want
+
+
+@pytest.mark.parametrize(
+    "boxes,why",
+    [
+        ([[0, 0, float("nan"), 32], [10, 10, 60, 60]], "NaN or infinite"),
+        ([[32, 32, 0, 0], [10, 10, 60, 60]], "x0 < x1 and y0 < y1"),
+        ([[0, 0, 32000, 32000], [10, 10, 60000, 60000]], "inside the 64×64 image"),
+        ([[-5, 0, 32, 32]], "inside the 64×64 image"),
+        ([[0, 0, 32]], "(R, 4)"),
+        ([], "(R, 4)"),
+    ],
+    ids=["nan", "inverted", "x1000", "negative", "three numbers", "none"],
+)
+def test_region_boxes_are_checked(boxes, why):
+    """BUTD's boxes: NaN, inverted (x1 < x0), outside the image the model reads (×1000)
+    or of the wrong shape are one InputError naming the image and the problem."""
+    import numpy as np
+    from sat_tutorial import load_captioner
+    from sat_tutorial.core import InputError
+
+    cap = load_captioner("butd-scenes", device="cpu")
+    im = np.zeros((64, 64, 3), np.uint8)
+    assert cap(im, boxes=[[0, 0, 32, 32], [10, 10, 60, 60]]).words  # fine
+    with pytest.raises(InputError, match="image 0: boxes") as e:
+        cap(im, boxes=boxes)
+    assert why in str(e.value) and "\n" not in str(e.value)

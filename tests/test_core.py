@@ -128,3 +128,22 @@ def test_stale_temp_cleanup_spares_a_live_process(tmp_path):
     finally:
         live.kill()
         live.wait()
+
+
+def test_range_takes_numpy_numbers_and_refuses_floats_as_integers():
+    """Issue 59: an integer range refuses 2.0 (the API took beam_size=2.0 and failed
+    deep in the beam search) and takes NumPy's integers (it refused np.int64(2));
+    `check` returns the value as a Python number."""
+    import numpy as np
+    from sat_tutorial.core import InputError, positive_float, positive_int
+
+    for bad in (2.0, np.float64(2.0), 2.5, True, "2", None):
+        with pytest.raises(InputError, match="beam_size must be an integer ≥ 1"):
+            positive_int.check(bad, "beam_size")
+    for good in (np.int64(2), np.int32(2), np.uint8(2), 2):
+        got = positive_int.check(good, "beam_size")
+        assert got == 2 and type(got) is int
+    for good in (np.float32(0.5), np.int64(3), 3, 0.5):
+        assert type(positive_float.check(good, "lr")) is float
+    with pytest.raises(InputError, match="lr must be a number > 0"):
+        positive_float.check(np.float32("nan"), "lr")

@@ -332,3 +332,26 @@ def test_time_budget_is_minutes_of_the_learners_clock(tmp_path, monkeypatch):
     met = json.loads((run / "metrics.json").read_text())
     assert 1 <= ck["step"] < 10 and met["steps"] == ck["step"]
     assert met["planned_steps"] == 10 and ck["minutes"] >= 2
+
+
+@needs_fixed
+def test_ctrl_c_during_the_final_evaluation_names_the_saved_checkpoint(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 59: Ctrl-C while the trained model is evaluated says that checkpoint.pt
+    holds it (its step named), not "interrupted (before anything was saved)"."""
+    import sat_tutorial.draw_cli as dc
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dc, "evaluate", ctrl_c)
+    run = tmp_path / "run"
+    capsys.readouterr()
+    assert main(["draw", "train", *TINY_DRAW, "--out", str(run)]) == 130
+    err = capsys.readouterr().err
+    assert "before anything was saved" not in err and "Traceback" not in err
+    assert [l.startswith("sat-tutorial:") for l in err.splitlines()].count(True) == 1
+    ck = run / "checkpoint.pt"
+    assert f"the trained model (step 2) is saved in {ck}" in err, err
+    assert load_checkpoint(ck)["step"] == 2 and not (run / "metrics.json").exists()

@@ -445,3 +445,61 @@ def test_precomputed_features_turn_stored_float16_into_float32():
     assert y.dtype == torch.float32 and torch.equal(y, x.float())
     z = torch.rand(2, 49, 16)
     assert PrecomputedFeatures(16, 7)(z) is z  # float32 passes through untouched
+
+
+@pytest.mark.parametrize(
+    "what,why",
+    [
+        ("missing", "no such file, and not DEFAULT or another named version"),
+        ("text", "could not be loaded"),
+        ("folder", "a folder, not a file"),
+        ("list", "hold a list"),
+        ("other keys", "are not the weights of"),
+        ("nan", "fc.weight holds NaN or infinity"),
+    ],
+)
+def test_bad_backbone_weights_are_one_line_naming_the_file(tmp_path, what, why):
+    """Issue 59: weights that cannot be a backbone's are one error naming the file, not
+    a KeyError or a torch traceback; for torchvision and EfficientNet-Lite alike."""
+    from sat_tutorial.core import save_checkpoint
+
+    f = tmp_path / f"{what.replace(' ', '_')}.pth"
+    if what == "text":
+        f.write_text("not weights")
+    elif what == "folder":
+        f.mkdir()
+    elif what == "list":
+        save_checkpoint([1, 2], f)
+    elif what == "other keys":
+        save_checkpoint({"x": torch.zeros(2)}, f)
+    elif what == "nan":
+        save_checkpoint({"fc.weight": torch.full((2,), float("nan"))}, f)
+    names = ["resnet50"] + (["efficientnet-lite0"] if HAVE_LITE else [])
+    for name in names:
+        with pytest.raises((ValueError, OSError)) as e:
+            build_encoder(name, weights=str(f), grid=None)
+        msg = str(e.value)
+        assert str(f) in msg and why in msg and "\n" not in msg, msg
+
+
+def test_extract_features_with_random_weights_is_the_same_network_every_run(
+    tmp_path, capsys
+):
+    """Issue 59: `--weights none` builds its random backbone from a fixed seed (recorded
+    in the store's meta as init_seed), so a run resumed in another process adds chunks
+    from the same network, whatever the caller's random state."""
+    fake_dataset(tmp_path, 4, size=64)
+
+    def extract(out, seed):
+        torch.manual_seed(seed)  # the caller's state: not the network's
+        argv = ["extract-features", "--data", "flickr8k", "--data-dir", str(tmp_path)]
+        argv += ["--encoder", "resnet50", "--weights", "none", "--image-size", "64"]
+        argv += ["--out", str(out), "--workers", "0", "--chunk-size", "2"]
+        assert main([*argv, "--device", "cpu"]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    res = extract(tmp_path / "a.h5", 1)
+    extract(tmp_path / "b.h5", 2)
+    assert res["meta"]["init_seed"] == 0 and res["meta"]["weights"] is None
+    with FeatureStore(tmp_path / "a.h5") as a, FeatureStore(tmp_path / "b.h5") as b:
+        assert np.array_equal(a._f["feats"][:], b._f["feats"][:])

@@ -718,3 +718,27 @@ def test_blank_tokens_never_become_words(tmp_path):
         ValueError, match=r"images\[1\] \(001.jpg\): 'tokens' must be a list of strings"
     ):
         load_karpathy(d / "dataset_flickr8k.json", d / "images")
+
+
+def test_figure_names_are_the_files_written(world, tmp_path, capsys):
+    """Issue 59: a figure name without a suffix gets .png, and the line printed names
+    that file (it said `wrote runs` and wrote runs.png); a suffix matplotlib cannot
+    write is one line naming the flag, before any work. `draw sample` takes a zoo
+    model (whose checkpoint records no step)."""
+    argv = ["caption", "--checkpoint", str(world / "run" / "best.pt")]
+    argv += [str(world / "scene.png"), "--device", "cpu", "--attention-png"]
+    with deadline(LIMIT_S):
+        assert main([*argv, str(tmp_path / "att")]) == 0
+    out = capsys.readouterr().out
+    assert (tmp_path / "att.png").is_file() and not (tmp_path / "att").exists()
+    assert f"attention: {tmp_path / 'att.png'}" in out
+    code, out, err = run_case([*argv, "{w}/att.xyz"], world, capsys)
+    check_one_line(code, out, err, 1, "--attention-png")
+    assert "cannot write .xyz files" in err and not (world / "att.xyz").exists()
+    sample = ["draw", "sample", "--checkpoint", "draw-mnist", "--n", "2", "--out"]
+    with deadline(LIMIT_S):
+        assert main([*sample, str(tmp_path / "runs")]) == 0
+    assert f"wrote {tmp_path / 'runs.png'}" in capsys.readouterr().out
+    assert (tmp_path / "runs.png").is_file() and not (tmp_path / "runs").exists()
+    code, out, err = run_case([*sample, "{w}/s.v2"], world, capsys)
+    check_one_line(code, out, err, 1, "--out")

@@ -28,7 +28,10 @@ def test_the_package_keeps_its_layers():
 
 BREAKS = {  # module that gains an import → the contract that forbids it
     ("ram", "fit"): "RAM and DRAW reach only core",
-    ("learner", "ram"): "Core, the Learner, its settings and the run format",
+    (
+        "learner",
+        "ram",
+    ): "Core, the Learner, its settings, the run format and the run folder",
     ("ocr_training", "optimization"): "The OCR reader shares the attention decoder",
     ("soft_attention", "training"): "A family's model does not import its training",
     ("training", "api"): "No family imports the command line",

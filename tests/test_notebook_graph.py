@@ -36,15 +36,16 @@ def test_reduction_drops_implied_edges():
 
 
 def test_the_learner_and_run_notebooks_stand_on_core():
-    """The learning layer (12a's settings, 12c's Learner, 12f's run format) needs only
+    """The learning layer (12a's settings, 12c's Learner, 12f's run format, 12h's run folder) needs only
     00_core; RAM's and DRAW's training reach no captioning notebook, and the OCR
     notebooks none of the captioners' training (issue 60)."""
     g = ng.needs()
     reach = {a: ng._reach(g, a) for a in g}
-    learning = {"00_core", "12a_step_settings", "12c_fit", "12f_runs"}
+    learning = {"00_core", "12a_step_settings", "12c_fit", "12f_runs", "12h_run_folder"}
     assert reach["12a_step_settings"] <= {"00_core"}
     assert reach["12c_fit"] <= {"00_core", "12a_step_settings"}
     assert reach["12f_runs"] <= learning
+    assert reach["12h_run_folder"] <= {"00_core"}
     digits = learning | {"01c_mnist", "03_ram", "03b_ram_training", "04_draw"}
     for nb in ("03b_ram_training", "03c_ram_runs", "04b_draw_training", "04c_draw_cli"):
         assert reach[nb] <= digits | {"04b_draw_training"}, (nb, reach[nb] - digits)

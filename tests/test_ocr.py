@@ -403,3 +403,38 @@ def test_cli_bad_files_one_line(checkpoint, tmp_path, monkeypatch, capsys):
         ["ocr", "train", "--out", str(checkpoint.parent), *TINY], "--overwrite"
     )
     assert checkpoint.read_bytes() == before  # earlier work untouched
+
+
+@pytest.mark.parametrize(
+    "content,why",
+    [
+        ("[1, 2]", "not a Karpathy-format caption file"),
+        ('{"images": 5}', "not a Karpathy-format caption file"),
+        ('{"images": [{"x": 1}]}', "KeyError: 'sentences'"),
+        ('{"images": [{"sentences": [{"tokens": [1, 2]}]}]}', "a list of words"),
+        ('{"images": [{"sentences": [{"tokens": "dog cat"}]}]}', "a list of words"),
+        ('{"images": [{"sentences": [{"tokens": ["a", "x"]}]}]}', "gives 0 distinct"),
+        ('{"images": [{"sentences": [{"tokens": ["dog"]}]}]}', "gives 1 distinct"),
+    ],
+    ids=["a list", "images 5", "no sentences", "numbers", "a string", "none", "one"],
+)
+def test_a_bad_word_list_is_one_line_naming_the_file(
+    monkeypatch, tmp_path, capsys, content, why
+):
+    """Issue 59: a Flickr8k caption file that cannot give the OCR word list is one
+    error naming the file, from Python and from `ocr train` (it was a TypeError or
+    KeyError traceback, or "the word list is empty" without the file)."""
+    from sat_tutorial.cli import main
+
+    d = tmp_path / "flickr8k"
+    d.mkdir()
+    f = d / "dataset_flickr8k.json"
+    f.write_text(content)
+    monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
+    with pytest.raises(ValueError, match=why) as e:
+        ocr.load_words()
+    assert str(f) in str(e.value) and "\n" not in str(e.value)
+    argv = ["ocr", "train", "--out", str(tmp_path / "run"), "--steps", "1"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and f"error: {f}" in err, err

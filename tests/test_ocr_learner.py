@@ -129,8 +129,56 @@ def test_time_budget_flag_is_minutes(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     "field,value",
-    [("iterations", 100_000), ("n_train", 10**6), ("batch_size", 10**5), ("clip", -1)],
+    [
+        ("iterations", 100_000),
+        ("n_train", 10**6),
+        ("batch_size", 10**5),
+        ("clip", -1),
+        ("lr", 1e39),  # issue 59: as --lr, core.learning_rate
+    ],
 )
 def test_the_same_bounds_in_the_api(field, value):
     with pytest.raises(InputError, match=field):
         OCRConfig(**{field: value})
+
+
+def test_ctrl_c_during_the_final_evaluation_names_the_saved_model(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 59: Ctrl-C while the trained model is being evaluated says that the model
+    was saved (naming ocr.pt and its step) and how to score it, not "interrupted
+    (before anything was saved)"; exit 130, ocr.pt kept, no metrics.json."""
+
+    def ctrl_c(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ocr_training, "evaluate_ocr", ctrl_c)
+    out = tmp_path / "run"
+    argv = ["ocr", "train", "--steps", "2", "--out", str(out), *TINY_FLAGS]
+    capsys.readouterr()
+    assert main(argv) == 130
+    err = capsys.readouterr().err
+    assert "before anything was saved" not in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"the trained model (step 2) is saved in {out / 'ocr.pt'}" in err, err
+    assert "ocr evaluate --checkpoint" in err
+    assert load_checkpoint(out / "ocr.pt")["step"] == 2
+    assert not (out / "metrics.json").exists()
+
+
+def test_train_wall_seconds_leave_out_the_final_evaluation(tmp_path, monkeypatch):
+    """Issue 59: metrics.json's train_wall_seconds and train_cpu_seconds end where
+    training ends: an evaluation that takes 3 s adds nothing to them."""
+    import time
+
+    real, seen = ocr_training.evaluate_ocr, {}
+
+    def slow(*a, **k):
+        seen["start"] = time.perf_counter()
+        time.sleep(3)
+        return real(*a, **k)
+
+    monkeypatch.setattr(ocr_training, "evaluate_ocr", slow)
+    t0 = time.perf_counter()
+    _, m = train_ocr(OCRConfig(**TINY, steps=2), None, progress=False)
+    assert m["train_wall_seconds"] <= seen["start"] - t0, m["train_wall_seconds"]

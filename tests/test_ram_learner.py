@@ -220,11 +220,35 @@ def test_size_flags_have_upper_bounds(tmp_path, capsys, flag, value):
         ("glimpses", 65),
         ("hidden", 10**6),
         ("limit", 0),
+        ("lr", 1e39),  # issue 59: as --lr, core.learning_rate
+        ("lr", 0.0),
     ],
 )
 def test_the_same_bounds_in_the_api(field, value):
     with pytest.raises(InputError, match=field):
         RAMConfig(**{field: value})
+
+
+def test_lr_is_one_rule_in_every_family():
+    """Issue 59: --lr of train, ram train, draw train and ocr train and the Python
+    configurations share core.learning_rate, not copies of it."""
+    from sat_tutorial.cli import build_parser
+    from sat_tutorial.core import learning_rate
+    from sat_tutorial.ocr import OCR_BOUNDS
+    from sat_tutorial.ram_training import RAM_BOUNDS
+    from sat_tutorial.training import CONFIG_RANGES
+
+    assert RAM_BOUNDS["lr"] is OCR_BOUNDS["lr"] is CONFIG_RANGES["lr"] is learning_rate
+    top = build_parser()._subparsers._group_actions[0].choices
+
+    def lr_type(p):
+        return next(a.type for a in p._actions if a.dest == "lr")
+
+    family = {
+        f: top[f]._subparsers._group_actions[0].choices["train"]
+        for f in "ram draw ocr".split()
+    }
+    assert all(lr_type(p) is learning_rate for p in [top["train"], *family.values()])
 
 
 class StepStats(Callback):

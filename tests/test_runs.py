@@ -15,8 +15,6 @@ from sat_tutorial.core import InputError, load_checkpoint, save_checkpoint
 from sat_tutorial.learner import StopRun
 from sat_tutorial.runs import (
     KINDS,
-    add_run_flags,
-    check_run_flags,
     format_tag,
     kind_of,
     load_run,
@@ -24,6 +22,7 @@ from sat_tutorial.runs import (
     register_kind,
     save_run,
 )
+from sat_tutorial.run_folder import add_run_flags, check_run_flags
 
 
 @pytest.fixture
@@ -241,7 +240,7 @@ def test_run_flags_share_help_and_checks(tmp_path):
 def _holding(out) -> subprocess.Popen:
     "Another process that claims the run folder `out` (as a training command does) and waits."
     code = (
-        "import sys, time; from sat_tutorial.runs import check_out; "
+        "import sys, time; from sat_tutorial.run_folder import check_out; "
         "check_out(sys.argv[1], False, False); print('locked', flush=True); "
         "time.sleep(120)"
     )
@@ -260,8 +259,8 @@ def test_a_live_run_locks_its_folder_and_a_killed_ones_lock_is_taken_over(
     once that run is killed (kill -9: it removes nothing), its lock is stale and the
     next run takes it over; a command releases its lock when it ends."""
     from sat_tutorial.cli import main
-    from sat_tutorial.runs import check_out
-    from sat_tutorial.runs import LOCK_NAME, release_run
+    from sat_tutorial.run_folder import check_out
+    from sat_tutorial.run_folder import LOCK_NAME, release_run
 
     out = tmp_path / "run"
     other = _holding(out)
