@@ -58,14 +58,26 @@ def _draw_config(args, train: BinaryImages) -> dict:
     )
 
 
-def _resume(path: Path, cfg: dict, model: DRAW, opt, device) -> dict:
+def _resume(path: Path, cfg: dict, model: DRAW, opt, device, run: dict) -> dict:
     """--resume: the run in `path` loaded into `model` and `opt`, its random states
-    restored (a config other than the flags' is one line). Returns its checkpoint."""
+    restored (a config other than the flags', or another rate, batch size, seed or
+    data than `run`'s, is one line). Returns its checkpoint."""
     rec = load_run(path, "draw", map_location=device)
     if rec.config != cfg:
         raise InputError(
             f"{path} was trained with {rec.config}, not {cfg}; use the same model "
             "flags or another --out"
+        )
+    ck = rec.checkpoint
+    changed = [
+        f"{k}={v!r} (the run has {ck[k]!r})"
+        for k, v in run.items()
+        if k in ck and ck[k] != v
+    ]
+    if changed:
+        raise InputError(
+            f"--resume: {path} continues with its own settings, and this run changes "
+            f"{', '.join(changed)}; leave them as they were, or use another --out"
         )
     model.load_state_dict(rec.model.state_dict())
     opt.load_state_dict(rec.checkpoint["optimizer"])
@@ -115,14 +127,15 @@ def _train_cmd(args) -> int:
     model = DRAW(**cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     planned = args.steps or args.epochs * (len(train) // args.batch_size)
-    ck = _resume(ckpt_path, cfg, model, opt, device) if args.resume else {}
+    run = dict(data=train.source, seed=args.seed, batch_size=args.batch_size)
+    run["lr"] = args.lr
+    ck = _resume(ckpt_path, cfg, model, opt, device, run) if args.resume else {}
     start, losses = ck.get("step", 0), list(ck.get("losses", []))
     spent = ck.get("minutes", ck.get("seconds", 0.0) / 60)  # older files: seconds
     out.mkdir(parents=True, exist_ok=True)
     kind = "attention" if args.attention else "no attention"
     print(f"DRAW ({kind}) {cfg} on {train.source}; {planned} steps on {device}")
-    run = dict(data=train.source, seed=args.seed, batch_size=args.batch_size)
-    run["lr"], t0 = args.lr, time.time()
+    t0 = time.time()
 
     def save(learn, name):
         state = {**learn.state_dict(), "optimizer": opt.state_dict(), **run}

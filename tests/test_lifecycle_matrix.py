@@ -2,9 +2,9 @@
 (the captioners' `train`, `ram train`, `draw train`, `ocr train`) × a bad --out,
 --resume with no run, a folder another live run holds, NaN at step k, kill -9 during a
 checkpoint write, Ctrl-C during training and during the final evaluation, a full disk,
-and an --overwrite whose run fails before its first checkpoint. Each cell asserts the
-exit status, one line naming the problem (no traceback), and the md5 of every file that
-was there before."""
+an --overwrite whose run fails before its first checkpoint, and a --resume given
+another learning rate. Each cell asserts the exit status, one line naming the problem
+(no traceback), and the md5 of every file that was there before."""
 
 import hashlib
 import os
@@ -268,4 +268,24 @@ def test_overwrite_whose_run_fails_before_its_first_checkpoint(
     poison_step(monkeypatch, 1)
     code, _, err = run([*FAMILIES[fam][0], "--out", out, "--overwrite"], capsys)
     one_line(code, err, 1, "step 1: the loss is nan", "no checkpoint was written yet")
+    assert md5s(out) == before
+
+
+CHANGED = {  # how each family refuses a resume given another rate
+    "captioner": "this run changes lr=0.5 (the run has 0.002)",
+    "ram": "was trained with a different configuration",
+    "draw": "this run changes lr=0.5 (the run has 0.001)",
+    "ocr": "was trained with another configuration",
+}
+
+
+@pytest.mark.parametrize("fam", list(FAMILIES))
+def test_resume_with_another_rate_is_refused(fam, runs, tmp_path, capsys):
+    """`--resume --lr 0.5`: refused in one line, never taken silently (DRAW's and the
+    captioners' took it, kept the old rate and recorded the new one)."""
+    out, before = earlier_run(runs, fam, tmp_path)
+    argv = [*FAMILIES[fam][0], "--out", out, "--resume", "--lr", "0.5"]
+    argv[argv.index("--steps") + 1] = "4"
+    code, _, err = run(argv, capsys)
+    one_line(code, err, 1, CHANGED[fam])
     assert md5s(out) == before
