@@ -473,13 +473,15 @@ def main(argv=None) -> int:
         KeyboardInterrupt
     ):  # not during the steps: before them, or after (evaluating)
         done = Checkpoint.written
-        kept = f"the last checkpoint written, {done[0]} (step {done[1]}), is kept"
-        print(
-            f"sat-tutorial: interrupted; {kept}"
-            if done
-            else "interrupted (before anything was saved)",
-            file=sys.stderr,
-        )
+        if done is None:
+            print("interrupted (before anything was saved)", file=sys.stderr)
+        else:
+            path, step = done
+            print(
+                f"sat-tutorial: interrupted; the last checkpoint written, {path} "
+                f"(step {step}), is kept",
+                file=sys.stderr,
+            )
         return 130
     except EXPECTED_ERRORS as e:
         if debug:

@@ -289,3 +289,16 @@ def test_resume_with_another_rate_is_refused(fam, runs, tmp_path, capsys):
     code, _, err = run(argv, capsys)
     one_line(code, err, 1, CHANGED[fam])
     assert md5s(out) == before
+
+
+@pytest.mark.parametrize("fam", list(FAMILIES))
+def test_ctrl_c_before_the_first_step(fam, tmp_path, capsys, monkeypatch):
+    "While the data loads, before anything is written: said so, exit 130."
+
+    def press(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(learner.Learner, "fit", press)
+    code, _, err = run([*FAMILIES[fam][0], "--out", tmp_path / "run"], capsys)
+    one_line(code, err, 130, "interrupted (before anything was saved)")
+    assert not (tmp_path / "run" / FAMILIES[fam][1]).exists()
