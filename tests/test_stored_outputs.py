@@ -86,3 +86,25 @@ def test_outputs_on_the_standin_digits_are_refused():
     for name, path in PATHS.items():  # and none of the stored notebooks is
         if name not in nbt.TEACHES_STANDIN:
             assert not nbt.on_standin(json.loads(path.read_text())), name
+
+
+def test_an_edit_made_while_a_notebook_runs_is_kept(tmp_path, monkeypatch):
+    """A notebook edited on disk while `make notebooks` executes it keeps the edit: its
+    outputs are not written over it (they were, and an edit was lost)."""
+    import nbclient
+
+    path = tmp_path / "t.ipynb"
+    cell = {"cell_type": "code", "id": "c1", "source": "1 + 1", "metadata": {}}
+    nb = _nb([dict(cell, outputs=[], execution_count=None)])
+    path.write_text(json.dumps(nb))
+
+    def edit_while_running(self, *a, **k):
+        edited = json.loads(path.read_text())
+        edited["cells"][0]["source"] = "2 + 2"
+        path.write_text(json.dumps(edited))
+        return self.nb
+
+    monkeypatch.setattr(nbclient.NotebookClient, "execute", edit_while_running)
+    with pytest.raises(RuntimeError, match="changed on disk while it ran"):
+        nbt.execute(path)
+    assert json.loads(path.read_text())["cells"][0]["source"] == "2 + 2"

@@ -139,7 +139,8 @@ def execute(path: Path, timeout: int = 900) -> dict:
     from nbdev.clean import clean_nb
     from nbdev.sync import write_nb
 
-    nb = nbformat.read(path, as_version=4)
+    read = path.read_bytes()  # what runs; an edit made meanwhile must not be lost
+    nb = nbformat.reads(read.decode("utf-8"), as_version=4)
     skipped = []
     for c in nb.cells:
         if c.cell_type == "code" and SKIP.search(c.source):
@@ -170,6 +171,11 @@ def execute(path: Path, timeout: int = 900) -> dict:
         )
     nb["metadata"][KEY] = {"code_hash": code_hash(nb), "outputs": n_outputs(nb)}
     clean_nb(nb, False, [KEY], None, True)  # what nbdev_clean does with settings.ini
+    if path.read_bytes() != read:  # edited while it ran: writing would undo the edit
+        raise RuntimeError(
+            f"{path.name} changed on disk while it ran; its outputs are not stored "
+            "(the edit is kept): run it again"
+        )
     write_nb(nb, path)
     return {"figures": images(nb), "bytes": path.stat().st_size}
 
