@@ -13,7 +13,6 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import sys
 import tempfile
 import time

@@ -223,9 +223,9 @@ def json_object(text: str) -> dict:
 
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import Checkpoint, Interrupted, StopRun
+from .run_folder import add_run_flags, check_run_flags, release_run
 from .run_folder import replace_old
 from .runs import write_json
-from .run_folder import add_run_flags, check_run_flags, release_run
 
 # every training command checks --out with `run_folder.check_out` (notebook 12h)
 
@@ -469,9 +469,7 @@ def main(argv=None) -> int:
     except Interrupted as e:  # the Learner saved the step it interrupted
         print(f"sat-tutorial: {e}", file=sys.stderr)
         return 130
-    except (
-        KeyboardInterrupt
-    ):  # not during the steps: before them, or after (evaluating)
+    except KeyboardInterrupt:  # before the steps, or after them (evaluating)
         done = Checkpoint.written
         if done is None:
             print("interrupted (before anything was saved)", file=sys.stderr)

@@ -127,8 +127,9 @@ def _train_cmd(args) -> int:
     model = DRAW(**cfg).to(device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     planned = args.steps or args.epochs * (len(train) // args.batch_size)
-    run = dict(data=train.source, seed=args.seed, batch_size=args.batch_size)
-    run["lr"] = args.lr
+    run = dict(
+        data=train.source, seed=args.seed, batch_size=args.batch_size, lr=args.lr
+    )
     ck = _resume(ckpt_path, cfg, model, opt, device, run) if args.resume else {}
     start, losses = ck.get("step", 0), list(ck.get("losses", []))
     spent = ck.get("minutes", ck.get("seconds", 0.0) / 60)  # older files: seconds

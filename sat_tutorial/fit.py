@@ -455,7 +455,7 @@ def check_same_settings(ck: dict, cfg: TrainConfig, path) -> None:
     changed = [
         f"{k}={getattr(cfg, k)!r} (the run has {v!r})"
         for k, v in old.items()
-        if k not in RESUMABLE and hasattr(cfg, k) and getattr(cfg, k) != v
+        if k not in RESUMABLE and getattr(cfg, k) != v
     ]
     if changed:
         raise InputError(

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math, signal, threading, time
 from contextlib import ExitStack, nullcontext
-from pathlib import Path
 
 import torch
 import torch.nn as nn

@@ -18,7 +18,9 @@ from sat_tutorial import learner
 from sat_tutorial.cli import main
 from sat_tutorial.core import TEMP_SUFFIX
 from sat_tutorial.runs import load_run
+from test_draw_cli import TINY_DRAW
 from test_hostile import deadline, tiny_flags
+from test_ocr_learner import TINY_FLAGS
 
 FAMILIES = {  # the command without --out, and the checkpoint it continues from
     "captioner": (["train", *tiny_flags(steps=3), "--ckpt-every", "1"], "last.pt"),
@@ -27,50 +29,10 @@ FAMILIES = {  # the command without --out, and the checkpoint it continues from
         "ram.pt",
     ),
     "draw": (
-        [
-            "draw",
-            "train",
-            "--steps",
-            "3",
-            "-T",
-            "2",
-            "--hidden",
-            "8",
-            "--z-dim",
-            "2",
-            "--batch-size",
-            "16",
-            "--checkpoint-every",
-            "1",
-            "--device",
-            "cpu",
-        ],
+        ["draw", "train", *TINY_DRAW, "--steps", "3", "--checkpoint-every", "1"],
         "checkpoint.pt",
     ),
-    "ocr": (
-        [
-            "ocr",
-            "train",
-            "--steps",
-            "3",
-            "--n-train",
-            "48",
-            "--n-test",
-            "8",
-            "--channels",
-            "8",
-            "--feature-dim",
-            "16",
-            "--hidden-dim",
-            "16",
-            "--batch-size",
-            "8",
-            "--quiet",
-            "--device",
-            "cpu",
-        ],
-        "ocr.pt",
-    ),
+    "ocr": (["ocr", "train", "--steps", "3", *TINY_FLAGS], "ocr.pt"),
 }
 LIMIT_S = 180
 
@@ -173,7 +135,7 @@ def test_nan_at_step_k_keeps_what_was_written(fam, tmp_path, capsys, monkeypatch
     last = out / FAMILIES[fam][1]
     if last.exists():  # written every step: the one of step 2, named in the message
         assert "(step 2), is kept" in err
-        assert load_run(last).checkpoint.get("step", 2) == 2
+        assert load_run(last).checkpoint["step"] == 2
     else:
         assert "no checkpoint was written yet" in err
 
@@ -186,12 +148,12 @@ def test_kill_9_during_a_save_then_resume(fam, runs, tmp_path, capsys):
     name = FAMILIES[fam][1]
     stale = out / f".{name}.99999-k1ll9{TEMP_SUFFIX}"
     stale.write_bytes(b"half a checkpoint")
-    argv = [*FAMILIES[fam][0], "--out", out, "--resume"]
-    argv[argv.index("--steps") + 1] = "4"
+    # argparse takes the last --steps
+    argv = [*FAMILIES[fam][0], "--out", out, "--resume", "--steps", "4"]
     code, _, err = run(argv, capsys)
     assert code == 0, err
     assert not stale.exists()
-    assert load_run(out / name).checkpoint.get("step", 4) == 4
+    assert load_run(out / name).checkpoint["step"] == 4
 
 
 @pytest.mark.parametrize("fam", list(FAMILIES))
@@ -284,8 +246,7 @@ def test_resume_with_another_rate_is_refused(fam, runs, tmp_path, capsys):
     """`--resume --lr 0.5`: refused in one line, never taken silently (DRAW's and the
     captioners' took it, kept the old rate and recorded the new one)."""
     out, before = earlier_run(runs, fam, tmp_path)
-    argv = [*FAMILIES[fam][0], "--out", out, "--resume", "--lr", "0.5"]
-    argv[argv.index("--steps") + 1] = "4"
+    argv = [*FAMILIES[fam][0], "--out", out, "--resume", "--lr", "0.5", "--steps", "4"]
     code, _, err = run(argv, capsys)
     one_line(code, err, 1, CHANGED[fam])
     assert md5s(out) == before

@@ -12,18 +12,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-from notebook_measures import MAX_CELL_LINES, MAX_MINUTES, all_measures  # noqa: E402
+from notebook_measures import MAX_CELL_LINES, MAX_MINUTES, PAPERS, all_measures  # noqa: E402
 
-PAPER_NOTEBOOKS = {
-    "03_ram",
-    "04_draw",
-    "06_soft_attention",
-    "07_hard_attention",
-    "10_adaptive_attention",
-    "11_butd",
-    "14_attention_ocr",
-    "15_transformer",
-}
+PAPER_NOTEBOOKS = set(PAPERS)
 ROWS = {r["notebook"][: -len(".ipynb")]: r for r in all_measures()}
 
 

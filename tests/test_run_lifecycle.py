@@ -3,30 +3,13 @@ settings (the flags given may change only how long and how often it runs), confi
 is written with the run's first checkpoint, and an exploding update stops the run in
 one line naming its step, before anything saves its weights."""
 
-import hashlib
 import json
 
 import torch
 
-from sat_tutorial.cli import main
-from test_hostile import check_one_line, deadline, tiny_flags
-
-LIMIT_S = 120
-
-
-def md5s(folder) -> dict:
-    return {p.name: hashlib.md5(p.read_bytes()).hexdigest() for p in folder.iterdir()}
-
-
-def train(argv, capsys) -> tuple:
-    capsys.readouterr()
-    with deadline(LIMIT_S):
-        try:
-            code = main([str(a) for a in argv])
-        except SystemExit as e:
-            code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from test_hostile import check_one_line, tiny_flags
+from test_lifecycle_matrix import md5s
+from test_lifecycle_matrix import run as train
 
 
 def test_resume_takes_the_runs_settings_and_records_what_it_changes(tmp_path, capsys):

@@ -24,6 +24,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from notebook_measures import PAPERS, measures  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "figures" / "notebook_dependencies.png"
 EDGES = OUT.with_suffix(".txt")
@@ -187,22 +190,8 @@ def edges_text(g: dict[str, set[str]]) -> str:
     )
 
 
-PAPERS = (
-    "03_ram",
-    "04_draw",
-    "06_soft_attention",
-    "07_hard_attention",
-    "10_adaptive_attention",
-    "11_butd",
-    "14_attention_ocr",
-    "15_transformer",
-)
-
-
 def prerequisites(stem: str, g: dict[str, set[str]] | None = None) -> dict[str, float]:
     "The notebooks `stem` needs, transitively, each with its minutes to read."
-    from notebook_measures import measures
-
     g = needs() if g is None else g
     return {
         s: measures(ROOT / "nbs" / f"{s}.ipynb")["minutes"]

@@ -29,6 +29,16 @@ from notebooks import has_outputs, images  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_MINUTES, MAX_CELL_LINES, WIDTH = 60, 80, 88
+PAPERS = (  # the paper notebooks: at least three figures, 3 to 6 exercises
+    "03_ram",
+    "04_draw",
+    "06_soft_attention",
+    "07_hard_attention",
+    "10_adaptive_attention",
+    "11_butd",
+    "14_attention_ocr",
+    "15_transformer",
+)
 EXERCISES = re.compile(r"^#+\s*exercises?\b", re.I | re.M)
 
 
