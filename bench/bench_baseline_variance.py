@@ -27,7 +27,7 @@ from sat_tutorial.hard_attention_beyond import (
     rewards_to_go,
 )
 from sat_tutorial.soft_attention import target_mask, word_nll
-from sat_tutorial.core import load_checkpoint
+from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.training import load_checkpoint_model, load_records, open_features
 
 from benchutil import write_json

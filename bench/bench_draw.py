@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sat_tutorial.core import get_device, seed_everything
+from sat_tutorial.core import seed_everything
+from sat_tutorial.flags import get_device
 from sat_tutorial.draw import DRAW, load_binarized_mnist, marginal_nll
 from sat_tutorial.draw_training import PAPER_NLL, evaluate, fit
 

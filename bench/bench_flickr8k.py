@@ -68,7 +68,8 @@ OUT = ROOT / "bench" / "out"
 
 from benchutil import peak_gpu_mib, sync, table, write_json  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
-from sat_tutorial.core import get_device, load_checkpoint  # noqa: E402
+from sat_tutorial.checkpoints import load_checkpoint  # noqa: E402
+from sat_tutorial.flags import get_device  # noqa: E402
 from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
 from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import (

@@ -18,7 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
-from sat_tutorial.core import get_device, load_checkpoint  # noqa: E402
+from sat_tutorial.checkpoints import load_checkpoint  # noqa: E402
+from sat_tutorial.flags import get_device  # noqa: E402
 from sat_tutorial.fit import fit  # noqa: E402
 from sat_tutorial.step_settings import AMP_DTYPES  # noqa: E402
 from sat_tutorial.training import scenes_config  # noqa: E402

@@ -24,7 +24,7 @@ from benchutil import loadavg, sig, sync as sync_device, table, write_json  # no
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference_decoder import ReferenceSoftAttentionDecoder  # noqa: E402
-from sat_tutorial.core import get_device  # noqa: E402
+from sat_tutorial.flags import get_device  # noqa: E402
 from sat_tutorial.soft_attention import SoftAttention  # noqa: E402
 from sat_tutorial.soft_attention_beyond import (  # noqa: E402
     FastSoftAttentionCaptioner as SoftAttentionCaptioner,  # what --model soft builds

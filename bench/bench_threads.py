@@ -1,7 +1,7 @@
 """Torch threads on a busy CPU: wall time of a fixed number of scenes training steps
 (`sat-tutorial train --data scenes`, soft attention) alone, beside one busy process and
 beside two (each a Python spin loop), with 1 thread, 2 threads and the default policy
-(`sat_tutorial.core.default_threads`: the usable CPUs minus those busy at start).
+(`sat_tutorial.flags.default_threads`: the usable CPUs minus those busy at start).
 
     .venv/bin/python bench/bench_threads.py                 # 40 steps, 3 repetitions
     .venv/bin/python bench/bench_threads.py --steps 2 --reps 1 --n-train 200   # smoke

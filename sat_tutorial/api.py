@@ -12,7 +12,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from .core import InputError, Range, get_device, nonneg_float
+from .core import InputError
+from .flags import Range, get_device, nonneg_float
 from .soft_attention import Captioner
 
 # %% auto #0

@@ -8,7 +8,8 @@ import abc
 import contextlib
 import torch
 import torch.nn as nn
-from .core import InputError, Range
+from .core import InputError
+from .flags import Range
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'PRESETS', 'OPTION_RANGES', 'Captioner', 'register', 'rows_per_image', 'check_options', 'encode',

@@ -9,7 +9,8 @@ import argparse, json, os, sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from .core import InputError, set_threads
+from .core import InputError
+from .flags import set_threads
 
 # %% auto #0
 __all__ = ['EXPECTED_ERRORS', 'HelpFormatter', 'json_object', 'add_train', 'config_from_args', 'split_inputs',
@@ -85,8 +86,9 @@ _ENCODER_HELP = {
     "dropout": "dropout before the output layer",
     "model_kwargs": (
         "model-specific options as JSON, merged over the preset's (on scenes, "
-        "--model hard also gets lambda_r 0.1, expected_warmup 300 and credit "
-        '"reward_to_go", and --model adaptive sentinel_warmup 300), e.g. '
+        '--model hard also gets the objective \'{"name": "reward_to_go", '
+        '"lambda_r": 0.1, "expected_warmup": 300}\', which \'{"objective": '
+        '"marginal"}\' replaces, and --model adaptive sentinel_warmup 300), e.g. '
         "'{\"alpha_c\": 1.0}', or '{\"input_dropout\": 0.3}' for dropout on the "
         "words entering the LSTM, or '{\"label_smoothing\": 0.1}' to train towards "
         "0.9 on the word plus 0.1 spread evenly over the vocabulary (both: soft "
@@ -347,7 +349,7 @@ def end_torchrun_worker(code: int) -> None:
 
 def cmd_train(args) -> int:
     from sat_tutorial.fit import fit
-    from sat_tutorial.core import load_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint
     from sat_tutorial.training import checkpoint_config, evaluate
     from sat_tutorial.training import load_checkpoint_model
 

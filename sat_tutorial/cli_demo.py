@@ -12,14 +12,8 @@ import torch
 
 from .cli import HelpFormatter
 from .run_folder import writable_file
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    add_threads_flag,
-    get_device,
-    seed_int,
-    unit_float,
-)
+from .core import InputError
+from .flags import Range, add_threads_flag, get_device, seed_int, unit_float
 from .api import BATCH_SIZE
 from .runs import write_json
 from .run_folder import check_out, replace_old
@@ -147,7 +141,7 @@ def add_extract(sub) -> None:
 
 # %% ../nbs/13d_cli_demo.ipynb #2e0d2692
 def cmd_extract(args) -> int:
-    from sat_tutorial.core import get_device
+    from sat_tutorial.flags import get_device
     from sat_tutorial.data import image_transform, load_dataset
     from sat_tutorial.encoders import (
         build_encoder,

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .cli import HelpFormatter, split_inputs
 from .run_folder import figure_file, writable_file
-from .core import InputError, Range
+from .core import InputError
+from .flags import Range
 from .api import BEAM_SIZE, MAX_LEN
 from .run_folder import DEVICE_HELP as _DEVICE_HELP
 
@@ -113,7 +114,7 @@ def add_evaluate(sub) -> None:
 
 # %% ../nbs/13c_cli_evaluate.ipynb #bbf988d0
 def cmd_evaluate(args) -> int:
-    from sat_tutorial.core import get_device
+    from sat_tutorial.flags import get_device
     from sat_tutorial.api import photo_reader, set_reads
     from sat_tutorial.training import evaluate, feature_file, load_ensemble
 

@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 # the digits (notebook 01c_mnist; the names stay importable from here)
-from sat_tutorial.mnist import (
+from sat_tutorial.binarized_mnist import (
     DYNAMIC_SOURCE,
     FIXED_SOURCE,
     BinaryImages,

@@ -11,16 +11,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    get_device,
-    learning_rate,
-    rng_state,
-    seed_everything,
-    seed_int,
-    set_rng_state,
-)
+from .core import InputError, rng_state, seed_everything, set_rng_state
+from .flags import Range, get_device, learning_rate, seed_int
 from sat_tutorial.draw import (
     DRAW,
     BinaryImages,

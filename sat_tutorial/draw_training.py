@@ -13,19 +13,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    get_device,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    seed_everything,
-    set_rng_state,
-    positive_float,
-    positive_int,
-    seed_int,
-)
+from .core import InputError, rng_state, seed_everything, set_rng_state
+from .checkpoints import load_checkpoint, save_checkpoint
+from .flags import Range, get_device, positive_float, positive_int, seed_int
 from sat_tutorial.draw import (
     DRAW,
     BinaryImages,

@@ -114,7 +114,8 @@ BACKBONES = {
 def _weights_into(net: nn.Module, path, name: str) -> nn.Module:
     """`net` with the state dict in the file `path`; a file that is missing, not a
     checkpoint, not finite or another network's is one line naming it."""
-    from sat_tutorial.core import InputError, load_checkpoint, nonfinite
+    from sat_tutorial.core import InputError
+    from sat_tutorial.checkpoints import load_checkpoint, nonfinite
 
     path = Path(path)
     if not path.is_file():
@@ -429,7 +430,7 @@ def build_encoder(
 def _pretrained(enc: nn.Module, weights, fine_tune: int) -> nn.Module:
     """`enc` with the weights of a captioner checkpoint's encoder (or a state-dict
     file); frozen unless `fine_tune` > 0."""
-    from sat_tutorial.core import load_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint
 
     sd = load_checkpoint(weights)
     sd = sd.get("encoder", sd) if isinstance(sd, dict) else sd

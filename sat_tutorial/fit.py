@@ -14,15 +14,8 @@ import torch.nn as nn
 from torch.optim.swa_utils import AveragedModel
 from torch.utils.data import DataLoader
 
-from sat_tutorial.core import (
-    InputError,
-    check_finite,
-    load_checkpoint,
-    remove_stale_temps,
-    rng_state,
-    seed_everything,
-    set_rng_state,
-)
+from .core import InputError, rng_state, seed_everything, set_rng_state
+from .checkpoints import check_finite, load_checkpoint, remove_stale_temps
 from .data import CaptionDataset, Vocab, collate_captions
 from sat_tutorial.learner import (
     AMP,

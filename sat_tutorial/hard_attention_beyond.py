@@ -26,9 +26,10 @@ from sat_tutorial.hard_attention import (
 )
 
 # %% auto #0
-__all__ = ['READS', 'CREDITS', 'REINFORCE_ONLY', 'rewards_to_go', 'credited_surrogate', 'ReadPolicy', 'ArgmaxReads',
-           'ExpectedReads', 'SampledReads', 'check_k', 'read_policy', 'Baselines', 'Reinforce', 'RewardToGo',
-           'marginal_objective', 'hard_rule', 'PolicyReads', 'ExtendedHardAttentionCaptioner']
+__all__ = ['READS', 'CREDITS', 'REINFORCE_ONLY', 'OBJECTIVES', 'rewards_to_go', 'credited_surrogate', 'ReadPolicy', 'ArgmaxReads',
+           'ExpectedReads', 'SampledReads', 'check_k', 'read_policy', 'Baselines', 'RuleSettings', 'Reinforce',
+           'RewardToGo', 'marginal_objective', 'named_objective', 'hard_rule', 'PolicyReads', 'Setting',
+           'ExtendedHardAttentionCaptioner']
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7surrogate
 def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
@@ -178,22 +179,66 @@ class Baselines:
             )
         return b
 
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7settings0
+class RuleSettings:
+    """The settings of the sampled rule, owned by a REINFORCE objective (a mixin
+    of `Reinforce`): λ_r, λ_e, the coin's p and schedule, b's decay, the warm-up."""
+
+    SETTINGS = dict(  # the paper's values (notebook 07), then this project's, off
+        lambda_r=1.0,
+        lambda_e=0.001,
+        p_expected=0.5,
+        baseline_decay=0.9,
+        expected_warmup=0,
+        p_expected_end=None,
+    )
+
+    def _init_settings(self, settings: dict) -> None:
+        "The defaults with `settings` over them; an unknown one is a one-line error."
+        unknown = sorted(set(settings) - set(self.SETTINGS))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__} has no setting {unknown[0]!r}; "
+                f"its settings: {', '.join(self.SETTINGS)}"
+            )
+        for name, value in {**self.SETTINGS, **settings}.items():
+            setattr(self, name, value)
+        for name in ("p_expected", "p_expected_end"):
+            p = getattr(self, name)
+            if p is not None and not 0.0 <= p <= 1.0:
+                raise ValueError(f"{name} must be a probability in [0, 1], not {p}")
+
+    def __repr__(self) -> str:
+        args = [f"baseline={self.baseline!r}"] + [
+            f"{k}={getattr(self, k)!r}"
+            for k, v in self.SETTINGS.items()
+            if getattr(self, k) != v
+        ]
+        return f"{type(self).__name__}({', '.join(args)})"
+
+    def expected_share(self, progress: float) -> float:
+        """P(an image reads Σ α a) when `progress` of the run is done: `p_expected`,
+        or linearly on to `p_expected_end` (notebook 07c)."""
+        if self.p_expected_end is None:
+            return self.p_expected
+        done = min(max(progress, 0.0), 1.0)
+        return self.p_expected + (self.p_expected_end - self.p_expected) * done
+
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7rule
-class Reinforce(Baselines):
+class Reinforce(RuleSettings, Baselines):
     """The paper's objective (Xu et al. 2015, §4.1): the gradient of L_s by
-    sampling, each s̃_t credited with the whole caption's log-likelihood."""
+    sampling, each s̃_t credited with the whole caption's log-likelihood; it owns
+    the sampled rule's settings (`RuleSettings`)."""
 
     name, credit = "reinforce", "caption"
 
-    def __init__(self, baseline: str = "moving_average"):
+    def __init__(self, baseline: str = "moving_average", **settings):
         if baseline not in self.BASELINES:
             raise ValueError(
                 f"baseline_kind must be one of {self.BASELINES}, not {baseline!r}"
             )
         self.baseline = baseline
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(baseline={self.baseline!r})"
+        self._init_settings(settings)
 
     def credit_terms(self, alpha, s, mask, word_logp):
         "log p(s̃|a) and the reward it is credited with, per caption `(B,)`."
@@ -204,9 +249,9 @@ class Reinforce(Baselines):
         mask = target_mask(captions, lengths)  # (B, T)
         n_words = mask.sum()
         coin = torch.rand(feats.shape[0], device=feats.device)  # (B,) per image
-        expected = coin < model.expected_share()
-        if model.warming_up():
-            expected.fill_(True)  # `expected_warmup`: every image, for now
+        expected = coin < self.expected_share(model.run_progress)
+        if int(model.train_steps) < self.expected_warmup:
+            expected.fill_(True)  # the warm-up (07c): every image, for now
         model.count_training_step()
         logits, alpha, s = model.rollout(feats, captions, lengths, expected=expected)
         word_logp = -word_nll(logits, captions, lengths)  # (B, T) log p(y_t | …)
@@ -219,7 +264,7 @@ class Reinforce(Baselines):
         H = attention_entropy(alpha, mask)  # (B,) H[s̃]
         sampled = (~expected).to(log_py.dtype)
         b = self.images_baseline(model, feats, captions, lengths, expected, log_ps)
-        lambdas = model.lambda_r, model.lambda_e
+        lambdas = self.lambda_r, self.lambda_e
         ell = credited_surrogate(fit, log_ps, H, b, sampled, *lambdas, reward)
         loss = -ell.sum() / n_words
         if model.alpha_c:  # per word, as in 06
@@ -250,16 +295,10 @@ class RewardToGo(Reinforce):
 
 
 CREDITS = {"caption": Reinforce, "reward_to_go": RewardToGo}
-REINFORCE_ONLY = dict(  # options of the sampled rule, at their defaults
-    lambda_r=1.0,
-    lambda_e=0.001,
-    p_expected=0.5,
-    baseline_decay=0.9,
-    expected_warmup=0,
-    p_expected_end=None,
-    credit="caption",
-    baseline_kind="moving_average",
+REINFORCE_ONLY = dict(  # the sampled rule's options, at their defaults
+    **Reinforce.SETTINGS, credit="caption", baseline_kind="moving_average"
 )
+OBJECTIVES = ("reinforce", "reward_to_go", "marginal")
 
 
 def marginal_objective(k=None):
@@ -269,40 +308,54 @@ def marginal_objective(k=None):
     return Marginal(k)
 
 
+def named_objective(objective, marginal_k=None, **options):
+    """The objective a name or a spec `{"name": …, setting: value}` gives (a preset's,
+    `--model-kwargs`'), with `options` (flat, as older checkpoints give them) over
+    the spec's settings; a setting it does not have is a one-line error."""
+    settings = {}
+    if isinstance(objective, dict):
+        settings = dict(objective)
+        objective = settings.pop("name", None)
+    if objective not in OBJECTIVES:
+        raise ValueError(
+            f"objective must be one of {', '.join(OBJECTIVES)} (or "
+            f"{{'name': one of them, setting: value}}), not {objective!r}"
+        )
+    settings.update(options)
+    if objective == "marginal":
+        for name, value in settings.items():
+            if name not in REINFORCE_ONLY:
+                raise ValueError(f"objective 'marginal' has no setting {name!r}")
+            raise ValueError(
+                f"{name}={value!r} applies to objective='reinforce', not 'marginal'"
+            )
+        return marginal_objective(marginal_k)
+    if objective == "reward_to_go":
+        settings.setdefault("credit", "reward_to_go")
+    credit = settings.pop("credit", "caption")
+    if credit not in CREDITS:
+        raise ValueError(f"credit must be one of {tuple(CREDITS)}, not {credit!r}")
+    return CREDITS[credit](settings.pop("baseline_kind", "moving_average"), **settings)
+
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7hardrule
 def hard_rule(
     inference=None,
     objective="reinforce",
     marginal_k=None,
-    credit="caption",
-    baseline_kind="moving_average",
+    credit=None,
+    baseline_kind=None,
     **reinforce_options,
 ):
-    """The read policy and the objective, from objects or names (`credit`,
-    `baseline_kind`, `marginal_k` complete a name); an option that does not
-    apply to them is a one-line error."""
-    named = dict(credit=credit, baseline_kind=baseline_kind)
-    p_end = reinforce_options.get("p_expected_end")
-    if p_end is not None and not 0.0 <= p_end <= 1.0:
-        raise ValueError(f"p_expected_end must be a probability in [0, 1], not {p_end}")
-    if isinstance(objective, str):
-        if objective not in ("reinforce", "marginal"):
-            raise ValueError(
-                f"objective must be 'reinforce' or 'marginal', not {objective!r}"
-            )
-        if credit not in CREDITS:
-            raise ValueError(f"credit must be one of {tuple(CREDITS)}, not {credit!r}")
-        if objective == "reinforce":
-            objective = CREDITS[credit](baseline_kind)
-        else:
-            objective = marginal_objective(marginal_k)
-    elif any(v != REINFORCE_ONLY[k] for k, v in named.items()):
-        raise ValueError(f"{named}: give these to the objective {objective!r}")
+    """The read policy and the objective, from objects, names or specs; the options
+    given (not None) complete a name or go over a spec's settings, and one that
+    does not apply is a one-line error."""
+    given = dict(credit=credit, baseline_kind=baseline_kind, **reinforce_options)
+    given = {k: v for k, v in given.items() if v is not None}
+    if isinstance(objective, (str, dict)):
+        objective = named_objective(objective, marginal_k, **given)
+    elif given:
+        raise ValueError(f"{given}: give these to the objective {objective!r}")
     if getattr(objective, "name", None) == "marginal":
-        for name, value in {**named, **reinforce_options}.items():
-            if value != REINFORCE_ONLY[name]:
-                raise ValueError(
-                    f"{name}={value!r} applies to objective='reinforce', not 'marginal'"
-                )
         return read_policy(inference or "marginal", objective.k), objective
     if not isinstance(objective, Reinforce):
         raise ValueError(
@@ -389,6 +442,28 @@ class PolicyReads:
             return self.reads.step(self, words, state)
         return super().step(words, state)
 
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7setting
+class Setting:
+    """A setting of the sampled rule seen on the model (`model.lambda_r`, as on
+    notebook 07's class) but owned by its objective: read from it, written to it."""
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def __get__(self, model, owner=None):
+        if model is None:
+            return self
+        return getattr(model.objective, self.name, REINFORCE_ONLY[self.name])
+
+    def __set__(self, model, value) -> None:
+        if isinstance(model.objective, Reinforce):
+            setattr(model.objective, self.name, value)
+        elif value != REINFORCE_ONLY[self.name]:
+            raise ValueError(
+                f"{self.name}={value!r} applies to objective='reinforce', not "
+                f"{model.objective.name!r}"
+            )
+
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
 class ExtendedHardAttentionCaptioner(
     PolicyReads, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
@@ -397,6 +472,8 @@ class ExtendedHardAttentionCaptioner(
     read policy and an objective; every option off, it is the paper's model."""
 
     warmup_option = "expected_warmup"
+    lambda_r, lambda_e, p_expected = Setting(), Setting(), Setting()
+    baseline_decay, expected_warmup, p_expected_end = Setting(), Setting(), Setting()
 
     def __init__(
         self,
@@ -409,22 +486,23 @@ class ExtendedHardAttentionCaptioner(
         *,
         alpha_c: float = 0.0,
         beta_gate: bool = False,
-        lambda_r: float = 1.0,
-        lambda_e: float = 0.001,
-        p_expected: float = 0.5,
-        baseline_decay: float = 0.9,
+        lambda_r: float | None = None,
+        lambda_e: float | None = None,
+        p_expected: float | None = None,
+        baseline_decay: float | None = None,
         inference: str | ReadPolicy | None = None,
-        objective: str | Reinforce = "reinforce",
-        credit: str = "caption",
-        baseline_kind: str = "moving_average",
+        objective: str | dict | Reinforce = "reinforce",
+        credit: str | None = None,
+        baseline_kind: str | None = None,
         marginal_k: int | None = None,
-        expected_warmup: int = 0,
+        expected_warmup: int | None = None,
         p_expected_end: float | None = None,
         **soft_options,
     ):
         """Notebook 06's options, then 07's; `inference` (None: 'marginal' for the
         marginal objective, else 'argmax') and `objective`: objects or names that
-        `credit`, `baseline_kind`, `marginal_k` complete (`hard_rule`)."""
+        `credit`, `baseline_kind`, `marginal_k` and the settings complete
+        (`hard_rule`); a setting left None is the objective's."""
         sizes = vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim
         soft = dict(alpha_c=alpha_c, beta_gate=beta_gate, **soft_options)
         SoftAttentionCaptioner.__init__(self, *sizes, dropout, **soft)
@@ -435,8 +513,8 @@ class ExtendedHardAttentionCaptioner(
             inference, objective, marginal_k, credit, baseline_kind, **paper, **coin
         )
         self._marginal_k = marginal_k  # the K of reads named 'marginal' later
-        self._init_rule(*paper.values(), reads)  # notebook 07's; `set_reads(reads)`
-        self.expected_warmup, self.p_expected_end = expected_warmup, p_expected_end
+        paper = self.lambda_r, self.lambda_e, self.p_expected, self.baseline_decay
+        self._init_rule(*paper, reads)  # notebook 07's b; `set_reads(reads)`
         self._init_warmup()  # train_steps (notebook 06)
 
     def loss(self, feats, captions, lengths):
@@ -446,12 +524,8 @@ class ExtendedHardAttentionCaptioner(
         return self.objective.loss(self, feats, captions, lengths)
 
     def expected_share(self) -> float:
-        """P(an image reads Σ α a) at this step: `p_expected`, or linearly on to
-        `p_expected_end` as `run_progress` goes 0 → 1."""
-        if self.p_expected_end is None:
-            return self.p_expected
-        done = min(max(self.run_progress, 0.0), 1.0)
-        return self.p_expected + (self.p_expected_end - self.p_expected) * done
+        "P(an image reads Σ α a) at this step: the objective's coin (07c: schedule)."
+        return self.objective.expected_share(self.run_progress)
 
     @torch.no_grad()
     def expected_reward(self, feats, captions, lengths, per_word=False):
@@ -476,7 +550,8 @@ register(
     preset=dict(
         lr=4e-3,
         model_kwargs=dict(
-            alpha_c=0.0, lambda_r=0.1, expected_warmup=300, credit="reward_to_go"
+            alpha_c=0.0,
+            objective=dict(name="reward_to_go", lambda_r=0.1, expected_warmup=300),
         ),
     ),
 )(ExtendedHardAttentionCaptioner)

@@ -12,8 +12,9 @@ import torch
 import torch.nn as nn
 
 # %% auto #0
-__all__ = ['PHASES', 'StopRun', 'Interrupted', 'by_phase', 'Callback', 'Learner', 'kept', 'FiniteLoss', 'Diverged', 'CtrlC',
-           'Clock', 'Limits', 'Clip', 'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint', 'ProgressBar']
+__all__ = ['PHASES', 'StopRun', 'Interrupted', 'by_phase', 'Callback', 'union_of_states', 'Learner', 'kept', 'FiniteLoss',
+           'Diverged', 'CtrlC', 'Clock', 'Limits', 'Clip', 'Schedule', 'History', 'EMA', 'AMP', 'Checkpoint',
+           'ProgressBar']
 
 # %% ../nbs/12c_fit.ipynb #898bddf1
 class StopRun(Exception):
@@ -70,6 +71,18 @@ class Callback:
 
     def load_state_dict(self, ck: dict) -> None:
         pass
+
+# %% ../nbs/12c_fit.ipynb #unionst1
+def union_of_states(parts) -> dict:
+    """One dict from `(owner, state)` pairs; a key that two owners write is an error
+    naming both, never one state silently replacing the other."""
+    union, owner = {}, {}
+    for name, state in parts:
+        for key, value in state.items():
+            if key in owner:
+                raise RuntimeError(f"{name} and {owner[key]} both save {key!r}")
+            union[key], owner[key] = value, name
+    return union
 
 # %% ../nbs/12c_fit.ipynb #7831c39e
 class Learner:
@@ -139,10 +152,9 @@ class Learner:
 
     def state_dict(self) -> dict:
         "Where the run stands: the Learner's position and every callback's state."
-        state = {"step": self.step, "epoch": self.epoch, "pos": self.pos}
-        for cb in self.cbs:
-            state.update(cb.state_dict())
-        return state
+        own = {"step": self.step, "epoch": self.epoch, "pos": self.pos}
+        parts = [(type(cb).__name__, cb.state_dict()) for cb in self.cbs]
+        return union_of_states([("the Learner", own), *parts])
 
     def load_state_dict(self, ck: dict) -> None:
         self.step, self.epoch, self.pos = ck["step"], ck["epoch"], ck["pos"]

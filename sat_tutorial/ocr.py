@@ -8,14 +8,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    clip_norm,
-    get_device,
-    learning_rate,
-    seed_everything,
-)
+from .core import InputError, seed_everything
+from .flags import Range, clip_norm, get_device, learning_rate
 from .data import Vocab
 from .decoding import beam_search, greedy
 from .runs import RunRecord, load_run, register_kind

@@ -10,13 +10,8 @@ from pathlib import Path
 from typing import Callable
 import numpy as np
 import torch
-from sat_tutorial.core import (
-    InputError,
-    get_device,
-    rng_state,
-    seed_everything,
-    set_rng_state,
-)
+from .core import InputError, rng_state, seed_everything, set_rng_state
+from .flags import get_device
 from .data import Vocab
 from sat_tutorial.learner import (
     AMP,

@@ -10,7 +10,7 @@ import os
 import torch
 import torch.nn as nn
 
-from .core import get_device
+from .flags import get_device
 from .data import Vocab, tokenize
 from .decoding import greedy, sample
 from .metrics import CiderD

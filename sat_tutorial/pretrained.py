@@ -10,9 +10,11 @@ from pathlib import Path
 
 import torch
 
-from .core import InputError, load_checkpoint, save_checkpoint
-from .core import ZOO_DIR, INT8_ROWS, quantize_rows, sha256_file
-from .core import zoo_manifest
+from .core import InputError
+from .checkpoints import load_checkpoint, save_checkpoint
+from .checkpoints import INT8_ROWS, quantize_rows
+from .zoo import ZOO_DIR, sha256_file
+from .zoo import zoo_manifest
 from .runs import load_run
 
 # %% auto #0
@@ -66,7 +68,7 @@ def _ram_slice(rec) -> dict:
 
 # %% ../nbs/16_pretrained.ipynb #1e00785d
 def _draw_slice(rec) -> dict:
-    from sat_tutorial.mnist import BinaryImages, load_binarized_mnist
+    from sat_tutorial.binarized_mnist import BinaryImages, load_binarized_mnist
     from sat_tutorial.draw_training import evaluate
 
     test = load_binarized_mnist("test", "fixed", download=False)  # or FileNotFoundError

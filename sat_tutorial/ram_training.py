@@ -13,15 +13,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from sat_tutorial.core import (
-    InputError,
-    Range,
-    get_device,
-    learning_rate,
-    rng_state,
-    seed_everything,
-    set_rng_state,
-)
+from .core import InputError, rng_state, seed_everything, set_rng_state
+from .flags import Range, get_device, learning_rate
 from sat_tutorial.learner import (
     Callback,
     Checkpoint,

@@ -8,13 +8,9 @@ from __future__ import annotations
 import argparse, atexit, contextlib, os, socket, time
 from pathlib import Path
 
-from sat_tutorial.core import (
-    InputError,
-    add_threads_flag,
-    budget_minutes,
-    get_device,
-    pid_alive,
-)
+from .core import InputError
+from .checkpoints import pid_alive
+from .flags import add_threads_flag, budget_minutes, get_device
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'LOCK_NAME', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'check_out', 'replace_old', 'lock_run', 'release_run',

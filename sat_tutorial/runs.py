@@ -12,15 +12,15 @@ from typing import Callable
 
 import torch.nn as nn
 
-from sat_tutorial.core import (
-    InputError,
-    load_checkpoint,
-    ZOO_DIR,
-    sha256_file,
-    zoo_file,
-    zoo_manifest,
+from .core import InputError
+from .checkpoints import load_checkpoint
+from .zoo import ZOO_DIR, sha256_file, zoo_file, zoo_manifest
+from sat_tutorial.checkpoints import (
+    TEMP_SUFFIX,
+    check_finite,
+    nonfinite,
+    save_checkpoint,
 )
-from .core import TEMP_SUFFIX, check_finite, nonfinite, save_checkpoint
 from .learner import StopRun
 
 # %% auto #0
@@ -128,16 +128,22 @@ def write_checkpoint(state: dict, path) -> Path:
     raise StopRun(f"could not write {path}: {why}; the checkpoint there before is kept")
 
 # %% ../nbs/12f_runs.ipynb #3a130f90
-def save_run(path, kind: str, model, config: dict, **state) -> Path:
+def save_run(path, kind: str, weights, config: dict, **state) -> Path:
     """Write a run file atomically: the tag, the kind and its version, the `config`
-    the model is built from, the weights (`model`: a module or its state dict) and
-    `state`, whatever resuming needs. A failed write is one line (`StopRun`) and the
-    earlier file stays."""
+    the model is built from, the `weights` (a module or its state dict) and
+    `state`, whatever resuming needs: a callback's `model` (weight averaging's) is
+    the weights saved, as for the captioners. A failed write is one line (`StopRun`)
+    and the earlier file stays."""
     k = kind_of(kind)
     if k is None:
         known = ", ".join(sorted(KINDS))
         raise ValueError(f"no run kind {kind!r} is registered (known: {known})")
-    weights = model.state_dict() if isinstance(model, nn.Module) else model
+    if isinstance(weights, nn.Module):
+        weights = weights.state_dict()
+    weights = state.pop("model", weights)
+    clash = sorted(set(state) & {"format", "kind", "version"})
+    if clash:
+        raise ValueError(f"state {clash} would replace the run file's own fields")
     run = {
         "format": format_tag(k.name, k.version),
         "kind": k.name,
@@ -145,7 +151,7 @@ def save_run(path, kind: str, model, config: dict, **state) -> Path:
         "config": config,
         "model": weights,
     }
-    return write_checkpoint({**state, **run}, path)
+    return write_checkpoint({**run, **state}, path)
 
 # %% ../nbs/12f_runs.ipynb #4133c337
 def write_json(obj, path) -> Path:

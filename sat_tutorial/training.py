@@ -15,11 +15,11 @@ import torch
 import torch.nn as nn
 from torch.utils.data import Sampler
 
-from sat_tutorial.core import (
-    InputError,
+from .core import InputError
+from .checkpoints import check_finite, load_checkpoint
+from sat_tutorial.flags import (
     Range,
     dropout_float,
-    load_checkpoint,
     budget_minutes,
     clip_norm,
     learning_rate,
@@ -47,7 +47,6 @@ from sat_tutorial.encoders import (
     encoder_image_size,
     scene_transform,
 )
-from .core import check_finite
 from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 

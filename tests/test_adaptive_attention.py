@@ -140,7 +140,7 @@ def test_fit_smoke_with_the_scenes_preset(tmp_path):
 def test_sentinel_opens_at_the_same_step_after_a_resume(tmp_path):
     """The warm-up counter is saved with the weights: 2 steps, stop, 2 more steps give
     the weights of 4 steps straight."""
-    from sat_tutorial.core import load_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_checkpoint_model, scenes_config
 

@@ -156,7 +156,8 @@ def make_checkpoint(run: Path) -> None:
     code = """
 import json, sys, torch
 from pathlib import Path
-from sat_tutorial.core import save_checkpoint, seed_everything
+from sat_tutorial.core import seed_everything
+from sat_tutorial.checkpoints import save_checkpoint
 from sat_tutorial.data import Vocab
 from sat_tutorial.scenes import make_scenes
 from sat_tutorial.training import TrainConfig, build_models

@@ -76,7 +76,8 @@ def test_a_captioner_registered_after_import_trains(mine, tmp_path, capsys):
     model registered after import, `fit` trains it on the scenes, its run file loads
     back as that class, and `sat-tutorial train --model` offers it."""
     from sat_tutorial.cli import build_parser
-    from sat_tutorial.core import InputError, load_checkpoint
+    from sat_tutorial.core import InputError
+    from sat_tutorial.checkpoints import load_checkpoint
     from sat_tutorial.fit import fit
     from sat_tutorial.training import TrainConfig, load_checkpoint_model, scenes_config
 

@@ -229,7 +229,7 @@ def test_demo_end_to_end_tiny(tmp_path, capsys):
 
 def test_no_unk_keeps_unk_out_of_evaluated_captions(tmp_path, capsys):
     "`evaluate --no-unk`: a model pushed to say <unk> says it without the flag and never with it."
-    from sat_tutorial.core import load_checkpoint, save_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
     from sat_tutorial.data import Vocab
     from sat_tutorial.fit import fit
     from sat_tutorial.training import scenes_config
@@ -357,7 +357,7 @@ def test_evaluate_several_checkpoints_as_one_ensemble(tmp_path, capsys):
     """`evaluate --checkpoint A B` decodes the two as one ensemble: A with itself captions as A alone; A with a hard-attention
     B that reads the same annotations runs and --reads reaches B; runs whose scene CNNs were trained apart, or whose
     vocabularies differ, are refused with a message naming the checkpoint."""
-    from sat_tutorial.core import load_checkpoint, save_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
     from sat_tutorial.fit import fit
     from sat_tutorial.training import scenes_config
 

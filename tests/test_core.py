@@ -6,13 +6,12 @@ import torch
 from sat_tutorial.core import (
     check_shape,
     find_data,
-    get_device,
-    load_checkpoint,
     rng_state,
-    save_checkpoint,
     seed_everything,
     set_rng_state,
 )
+from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
+from sat_tutorial.flags import get_device
 
 
 class _OnGPU:
@@ -82,14 +81,14 @@ def test_killed_checkpoint_write_keeps_previous(tmp_path):
     save_checkpoint({"step": 1, "w": torch.zeros(10)}, p)
     code = textwrap.dedent(f"""
         import os, signal, torch
-        from sat_tutorial import core
+        from sat_tutorial import checkpoints
         real = torch.save
         def dying_save(obj, f):
             f.write(b"partial bytes of a checkpoint")
             f.flush()
             os.kill(os.getpid(), signal.SIGKILL)
-        core.torch.save = dying_save
-        core.save_checkpoint({{"step": 2}}, {str(p)!r})
+        checkpoints.torch.save = dying_save
+        checkpoints.save_checkpoint({{"step": 2}}, {str(p)!r})
     """)
     r = subprocess.run([sys.executable, "-c", code])
     assert r.returncode == -9
@@ -107,7 +106,7 @@ def test_stale_temp_cleanup_spares_a_live_process(tmp_path):
     """A checkpoint write's temp file names its process: the next write removes the
     temp of a process that is gone, never one of a process that still runs (another
     run's write in progress)."""
-    from sat_tutorial.core import TEMP_SUFFIX
+    from sat_tutorial.checkpoints import TEMP_SUFFIX
 
     gone = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
@@ -135,7 +134,8 @@ def test_range_takes_numpy_numbers_and_refuses_floats_as_integers():
     deep in the beam search) and takes NumPy's integers (it refused np.int64(2));
     `check` returns the value as a Python number."""
     import numpy as np
-    from sat_tutorial.core import InputError, positive_float, positive_int
+    from sat_tutorial.core import InputError
+    from sat_tutorial.flags import positive_float, positive_int
 
     for bad in (2.0, np.float64(2.0), 2.5, True, "2", None):
         with pytest.raises(InputError, match="beam_size must be an integer ≥ 1"):

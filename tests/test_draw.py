@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from sat_tutorial.core import InputError, data_root, load_checkpoint
+from sat_tutorial.core import InputError, data_root
+from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.draw import (
     DRAW,
     FIXED_SOURCE,
@@ -23,7 +24,7 @@ from sat_tutorial.draw import (
     write_patch,
     BinaryImages,
 )
-from sat_tutorial.mnist import parse_amat
+from sat_tutorial.binarized_mnist import parse_amat
 from sat_tutorial.draw_cli import add_cli
 from sat_tutorial.draw_training import batch_indices, evaluate, fit
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from sat_tutorial.cli import main
-from sat_tutorial.core import data_root, load_checkpoint, save_checkpoint
+from sat_tutorial.core import data_root
+from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
 from test_hostile import tiny_flags
 
 HAVE_FIXED = (data_root() / "binarized_mnist" / "binarized_mnist_test.amat.gz").exists()

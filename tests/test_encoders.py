@@ -461,7 +461,7 @@ def test_precomputed_features_turn_stored_float16_into_float32():
 def test_bad_backbone_weights_are_one_line_naming_the_file(tmp_path, what, why):
     """Issue 59: weights that cannot be a backbone's are one error naming the file, not
     a KeyError or a torch traceback; for torchvision and EfficientNet-Lite alike."""
-    from sat_tutorial.core import save_checkpoint
+    from sat_tutorial.checkpoints import save_checkpoint
 
     f = tmp_path / f"{what.replace(' ', '_')}.pth"
     if what == "text":

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sat_tutorial.core import load_checkpoint, save_checkpoint, seed_everything
+from sat_tutorial.core import seed_everything
+from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
 from sat_tutorial.data import Vocab
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
@@ -414,11 +415,11 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
     from sat_tutorial.fit import fit
 
     cfg = tiny_hard_run(p_expected=0.5, p_expected_end=0.0)
-    seen, share = [], Extended.expected_share
+    seen, share = [], Reinforce.expected_share  # the objective's coin
     monkeypatch.setattr(
-        Extended,
+        Reinforce,
         "expected_share",
-        lambda self: seen.append(self.run_progress) or share(self),
+        lambda self, progress: seen.append(progress) or share(self, progress),
     )
     quiet = dict(progress=False, log=lambda *a: None)
     fit(cfg, tmp_path / "a", **quiet)
@@ -438,19 +439,15 @@ def test_fit_gives_the_model_its_progress_and_resume_keeps_it(tmp_path, monkeypa
 # ---------------------------------------------------------
 
 
+NO_COIN = dict(p_expected=0.0, lambda_e=0.0)  # every image samples; no entropy term
+
+
 def tiny_setup(cls=Extended, **kw):
     seed_everything(0)
     m = cls(
-        6,
-        4,
-        embed_dim=4,
-        hidden_dim=5,
-        attention_dim=4,
-        dropout=0.0,
-        p_expected=0.0,
-        lambda_e=0.0,
-        **kw,
-    ).double()
+        6, 4, embed_dim=4, hidden_dim=5, attention_dim=4, dropout=0.0, **NO_COIN, **kw
+    )
+    m = m.double()
     with torch.no_grad():
         for p in m.parameters():
             p.mul_(2.0)
@@ -614,7 +611,7 @@ def test_expected_baseline_with_caption_credit_is_unbiased():
     ]
     mean, cov = exact_moments(m, f, c, l, b_img)
     torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
-    m.objective = Reinforce("expected")
+    m.objective = Reinforce("expected", **NO_COIN)
     seed_everything(6)
     err = mc_mean(m, f, c, l, 500, 10) - g_exact
     chi2, r, p, outside = chi2_test(err, cov, 5000)
@@ -637,7 +634,7 @@ def test_reward_to_go_unbiased_and_lower_variance():
         ("caption", -14.0),
         ("reward_to_go", -5.6),
     ):
-        m.objective = CREDITS[credit]()
+        m.objective = CREDITS[credit](**NO_COIN)
         mean, cov = exact_moments(m, f, c, l, b)
         torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
         traces[credit, b] = float(cov.trace())
@@ -655,7 +652,7 @@ def test_reward_to_go_unbiased_and_lower_variance():
     torch.testing.assert_close(mean, g_exact, atol=1e-10, rtol=0)
     # and `loss` itself, with the expected baseline: Monte Carlo within the exact
     # error distribution
-    m.objective = RewardToGo("expected")
+    m.objective = RewardToGo("expected", **NO_COIN)
     R, K = 500, 10
     seed_everything(3)
     err = mc_mean(m, f, c, l, R, K) - g_exact
@@ -804,3 +801,80 @@ def test_old_checkpoint_options_load():
     m2 = Extended(20, 8, 10, 12, 9, 0.0, **kw)
     m2.load_state_dict(m.state_dict())
     assert type(m2.objective) is RewardToGo and m2.expected_warmup == 300
+
+
+# --- the objective owns its settings; presets name objects (issue 60, item 5) --------
+
+
+def test_the_objective_owns_the_sampled_rules_settings():
+    """`model.lambda_r` and the rest are the objective's: set on either, seen on both;
+    a new objective brings its own; a setting on a marginal-trained model is refused."""
+    m = Extended(
+        20, 8, objective={"name": "reward_to_go", "lambda_r": 0.1}, p_expected=0.2
+    )
+    assert type(m.objective) is RewardToGo
+    assert (m.lambda_r, m.p_expected, m.objective.p_expected) == (0.1, 0.2, 0.2)
+    m.baseline_decay = 0.5
+    assert m.objective.baseline_decay == 0.5
+    m.objective = Reinforce(lambda_r=2.0, expected_warmup=3)
+    assert (m.lambda_r, m.baseline_decay, m.expected_warmup) == (2.0, 0.9, 3)
+    assert m.warming_up()  # the model's counter, the objective's length
+    assert repr(m.objective) == (
+        "Reinforce(baseline='moving_average', lambda_r=2.0, expected_warmup=3)"
+    )
+    spec = {"name": "reward_to_go", "lambda_r": 0.1, "expected_warmup": 300}
+    paper = Extended(
+        20, 8, objective=spec, lambda_r=1.0, expected_warmup=0, credit="caption"
+    )
+    assert type(paper.objective) is Reinforce  # options given go over the spec's,
+    assert (paper.lambda_r, paper.expected_warmup) == (1.0, 0)  # defaults too
+    assert repr(Extended(20, 8, objective="reinforce").objective) == (
+        "Reinforce(baseline='moving_average')"
+    )
+    marginal = Extended(20, 8, objective="marginal")
+    with pytest.raises(
+        ValueError, match="lambda_r=0.5 applies to objective='reinforce'"
+    ):
+        marginal.lambda_r = 0.5
+    with pytest.raises(ValueError, match="has no setting 'lamda_r'"):
+        Reinforce(lamda_r=0.1)
+
+
+def _train(argv, capsys):
+    from sat_tutorial.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
+
+
+def test_model_kwargs_choose_the_hard_objective_over_the_preset(tmp_path, capsys):
+    """`--model hard --model-kwargs '{"objective": "marginal"}'` trains by the marginal
+    (the preset's REINFORCE settings go with its objective); a flat option completes
+    the preset's objective; one that does not apply is one line, exit 1."""
+    from test_hostile import tiny_flags
+
+    def train(kwargs, out):
+        argv = ["train", "--model", "hard", "--model-kwargs", kwargs, "--out", out]
+        return _train([*argv, *tiny_flags(steps=2)], capsys)
+
+    code, err = train('{"objective": "marginal"}', tmp_path / "marginal")
+    assert code == 0, err
+    run = load_checkpoint(tmp_path / "marginal" / "last.pt")
+    assert run["config"]["model_kwargs"] == {"alpha_c": 0.0, "objective": "marginal"}
+    from sat_tutorial.api import load_captioner
+
+    model = load_captioner(tmp_path / "marginal" / "last.pt", device="cpu").model
+    assert type(model.objective) is Marginal and model.inference == "marginal"
+    code, err = train('{"lambda_r": 0.5}', tmp_path / "flat")
+    assert code == 0, err
+    model = load_captioner(tmp_path / "flat" / "last.pt", device="cpu").model
+    assert type(model.objective) is RewardToGo
+    assert (model.lambda_r, model.expected_warmup) == (0.5, 300)
+    code, err = train('{"objective": "marginal", "lambda_r": 0.5}', tmp_path / "bad")
+    lines = [x for x in err.splitlines() if x.strip() and "%|" not in x]
+    assert code == 1 and "Traceback" not in err, err
+    assert "lambda_r=0.5 applies to objective='reinforce'" in lines[-1], err

@@ -12,7 +12,7 @@ import torch
 from PIL import Image
 
 from sat_tutorial.cli import main
-from sat_tutorial.core import TEMP_SUFFIX, save_checkpoint
+from sat_tutorial.checkpoints import TEMP_SUFFIX, save_checkpoint
 from sat_tutorial.scenes import make_scenes
 
 from fakes import fake_dataset

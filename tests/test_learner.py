@@ -127,7 +127,7 @@ def test_a_captioner_trains_in_bf16_through_the_amp_callback(tmp_path, monkeypat
     off when `fit` returns."""
     import sat_tutorial.fit as fit_module
     import sat_tutorial.step_settings as step_settings
-    from sat_tutorial.core import load_checkpoint
+    from sat_tutorial.checkpoints import load_checkpoint
     from fakes import QUIET
     from fakes import tiny_config as tiny
 

@@ -16,7 +16,7 @@ import torch
 
 from sat_tutorial import learner
 from sat_tutorial.cli import main
-from sat_tutorial.core import TEMP_SUFFIX
+from sat_tutorial.checkpoints import TEMP_SUFFIX
 from sat_tutorial.runs import load_run
 from test_draw_cli import TINY_DRAW
 from test_hostile import deadline, tiny_flags

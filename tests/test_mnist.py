@@ -8,24 +8,29 @@ import numpy as np
 import pytest
 import torch
 
-import sat_tutorial.mnist as mnist
+import sat_tutorial.binarized_mnist as binarized
+import sat_tutorial.mnist_sources as sources
 from sat_tutorial.core import data_root
 from sat_tutorial.draw import DRAW, draw_loss
 from sat_tutorial.mnist import (
-    DYNAMIC_SOURCE,
-    FIXED_SOURCE,
     MNIST_FILES,
-    STANDIN_SIZES,
-    STANDIN_SOURCE,
     TASKS,
     GlimpseMNIST,
-    fetch,
     have_mnist,
-    load_binarized_mnist,
     load_mnist,
     make_layout,
     read_idx,
     render,
+)
+from sat_tutorial.binarized_mnist import (
+    DYNAMIC_SOURCE,
+    FIXED_SOURCE,
+    load_binarized_mnist,
+)
+from sat_tutorial.mnist_sources import (
+    STANDIN_SIZES,
+    STANDIN_SOURCE,
+    fetch,
     standin_mnist,
 )
 from sat_tutorial.ram import RAM, ram_loss
@@ -44,7 +49,7 @@ needs_mnist = pytest.mark.skipif(
 def _one_thread_and_fresh_network(monkeypatch):
     n = torch.get_num_threads()
     torch.set_num_threads(1)
-    monkeypatch.setattr(mnist, "_network", {"down": False})
+    monkeypatch.setattr(sources, "_network", {"down": False})
     yield
     torch.set_num_threads(n)
 
@@ -60,7 +65,7 @@ def no_data_no_network(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SAT_TUTORIAL_DATA", str(tmp_path))
     monkeypatch.delenv("SAT_TUTORIAL_OFFLINE", raising=False)
-    monkeypatch.setattr(mnist, "_urlopen", dead)
+    monkeypatch.setattr(sources, "_urlopen", dead)
     return calls
 
 
@@ -77,12 +82,12 @@ def fake_digits(n=60, seed=0):
 
 
 def test_ram_data_path_and_one_step_offline(no_data_no_network, capsys, monkeypatch):
-    monkeypatch.setattr(mnist, "_notice", {"shown": False})
+    monkeypatch.setattr(sources, "_notice", {"shown": False})
     X, Y = load_mnist("train")
     assert X.shape == (STANDIN_SIZES["train"], 28, 28) and X.dtype == np.uint8
     assert Y.dtype == np.int64 and set(np.unique(Y)) == set(range(10))
     # one failed connection per mirror of the first file, then no more attempts
-    assert len(no_data_no_network) == len(mnist.MIRRORS["mnist/raw"])
+    assert len(no_data_no_network) == len(sources.MIRRORS["mnist/raw"])
     err = capsys.readouterr().err
     assert err.count("could not download") == 1 and "put it in" in err
     assert err.count("not MNIST's") == 1
@@ -90,7 +95,7 @@ def test_ram_data_path_and_one_step_offline(no_data_no_network, capsys, monkeypa
     ds = GlimpseMNIST("translated", "train", seed=0, limit=64)
     x, y = ds.batch(np.arange(32))
     assert x.shape == (32, 1, 60, 60) and y.shape == (32,)
-    assert len(no_data_no_network) == len(mnist.MIRRORS["mnist/raw"])
+    assert len(no_data_no_network) == len(sources.MIRRORS["mnist/raw"])
     torch.manual_seed(0)
     model = RAM(g=12, k=3, glimpses=3, hidden=32, glimpse_dim=32)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -115,7 +120,7 @@ def test_draw_data_path_and_one_step_offline(no_data_no_network, capsys):
     assert set(torch.unique(xb).tolist()) == {0.0, 1.0}
     assert te.x.dtype == torch.uint8 and set(torch.unique(te.x).tolist()) == {0, 1}
     # one failed connection per mirror, for the first file only
-    assert len(no_data_no_network) == len(mnist.MIRRORS["binarized_mnist"])
+    assert len(no_data_no_network) == len(sources.MIRRORS["binarized_mnist"])
     with pytest.raises(FileNotFoundError, match="binarized_mnist"):
         load_binarized_mnist("train", source="fixed")
     torch.manual_seed(0)
@@ -168,7 +173,7 @@ def test_standin_properties():
 
 
 def test_standin_binarization():
-    tr = mnist._dynamic_split("train", standin_mnist("train")[0], STANDIN_SOURCE)
+    tr = binarized._dynamic_split("train", standin_mnist("train")[0], STANDIN_SOURCE)
     assert tr.dynamic
     torch.manual_seed(0)
     b1, b2 = tr.batch(torch.arange(500)), tr.batch(torch.arange(500))
@@ -176,8 +181,8 @@ def test_standin_binarization():
     grey = tr.x[:500]
     assert ((b1 == 1) <= (grey > 0)).all()  # never on where there is no ink
     assert abs(b1.mean() - grey.mean()) < 0.01  # E[bernoulli(p)] = p
-    te1 = mnist._dynamic_split("test", standin_mnist("test")[0], STANDIN_SOURCE)
-    te2 = mnist._dynamic_split("test", standin_mnist("test")[0], STANDIN_SOURCE)
+    te1 = binarized._dynamic_split("test", standin_mnist("test")[0], STANDIN_SOURCE)
+    te2 = binarized._dynamic_split("test", standin_mnist("test")[0], STANDIN_SOURCE)
     assert not te1.dynamic and torch.equal(te1.x, te2.x)  # the test bits are fixed
 
 
@@ -197,7 +202,7 @@ def _serve(monkeypatch, files):
             raise urllib.error.URLError("not here")
         return Response(files[name])
 
-    monkeypatch.setattr(mnist, "_urlopen", opener)
+    monkeypatch.setattr(sources, "_urlopen", opener)
     return calls
 
 
@@ -206,9 +211,9 @@ def test_fetch_keeps_only_files_with_the_published_md5(tmp_path, monkeypatch, ca
     monkeypatch.delenv("SAT_TUTORIAL_OFFLINE", raising=False)
     good = b"0 1\n1 0\n"
     md5 = dict(
-        mnist.MD5, **{"binarized_mnist_test.amat": hashlib.md5(good).hexdigest()}
+        sources.MD5, **{"binarized_mnist_test.amat": hashlib.md5(good).hexdigest()}
     )
-    monkeypatch.setattr(mnist, "MD5", md5)
+    monkeypatch.setattr(sources, "MD5", md5)
     _serve(
         monkeypatch,
         {"binarized_mnist_test.amat": good, "t10k-labels-idx1-ubyte.gz": good},
@@ -294,7 +299,7 @@ def test_real_mnist():
     for split, (images, labels) in MNIST_FILES.items():
         for name in (images, labels):
             digest = hashlib.md5((data_root() / "mnist" / "raw" / name).read_bytes())
-            assert digest.hexdigest() == mnist.MD5[name]
+            assert digest.hexdigest() == sources.MD5[name]
     x, _ = GlimpseMNIST("mnist", "test").batch([0, 1])
     assert torch.equal(x[:, 0] * 255, torch.from_numpy(X[:2].astype(np.float32)))
 
@@ -351,7 +356,7 @@ def data_with(tmp_path, monkeypatch, *names, offline=True):
         monkeypatch.setenv("SAT_TUTORIAL_OFFLINE", "1")
     else:
         monkeypatch.delenv("SAT_TUTORIAL_OFFLINE", raising=False)
-    monkeypatch.setattr(mnist, "_notice", {"said": set()})
+    monkeypatch.setattr(sources, "_notice", {"said": set()})
     return root
 
 
@@ -361,7 +366,8 @@ def no_standin(monkeypatch):
     def forbidden(*a, **k):
         raise AssertionError("the stand-in digits were used")
 
-    monkeypatch.setattr(mnist, "standin_mnist", forbidden)
+    monkeypatch.setattr(sources, "standin_mnist", forbidden)  # load_mnist's
+    monkeypatch.setattr(binarized, "standin_mnist", forbidden)  # DRAW's
 
 
 @needs_real
@@ -400,7 +406,7 @@ def test_a_partial_mnist_is_not_mixed_even_where_fetching_fails(
     calls = _serve(monkeypatch, {})  # a network that has nothing
     with pytest.raises(FileNotFoundError, match="t10k-images-idx3-ubyte.gz is missing"):
         load_mnist("test")
-    assert len(calls) == len(mnist.MIRRORS["mnist/raw"])  # it tried, then said so
+    assert len(calls) == len(sources.MIRRORS["mnist/raw"])  # it tried, then said so
 
 
 @needs_real
@@ -521,9 +527,9 @@ def test_the_standin_notice_names_the_folders_searched(tmp_path, monkeypatch, ca
 
 @needs_real
 def test_files_on_disk_pass_their_md5_once_per_version(tmp_path, monkeypatch):
-    monkeypatch.setattr(mnist, "_md5_ok", set())
+    monkeypatch.setattr(sources, "_md5_ok", set())
     for p in REAL.values():
-        assert mnist.check_md5(p) == p  # the real files pass
+        assert sources.check_md5(p) == p  # the real files pass
     digests = []
     real_md5 = hashlib.md5
 
@@ -531,17 +537,17 @@ def test_files_on_disk_pass_their_md5_once_per_version(tmp_path, monkeypatch):
         digests.append(1)
         return real_md5(*a)
 
-    monkeypatch.setattr(mnist.hashlib, "md5", counting)
+    monkeypatch.setattr(sources.hashlib, "md5", counting)
     for p in REAL.values():
-        mnist.check_md5(p)
+        sources.check_md5(p)
     assert digests == []  # remembered
     copy = tmp_path / "t10k-labels-idx1-ubyte.gz"
     copy.write_bytes(REAL["t10k-labels-idx1-ubyte.gz"].read_bytes())
-    mnist.check_md5(copy)
-    mnist.check_md5(copy)
+    sources.check_md5(copy)
+    sources.check_md5(copy)
     assert len(digests) == 1
     os.utime(copy, ns=(1, 1))  # a new version of the file: checked again
-    mnist.check_md5(copy)
+    sources.check_md5(copy)
     assert len(digests) == 2
 
 
@@ -557,8 +563,8 @@ def _fake_test_split(monkeypatch):
             head(20) + Y.astype(np.uint8).tobytes()
         ),
     }
-    md5 = dict(mnist.MD5, **{k: hashlib.md5(v).hexdigest() for k, v in files.items()})
-    monkeypatch.setattr(mnist, "MD5", md5)
+    md5 = dict(sources.MD5, **{k: hashlib.md5(v).hexdigest() for k, v in files.items()})
+    monkeypatch.setattr(sources, "MD5", md5)
     return files, X, Y
 
 
@@ -583,7 +589,7 @@ def test_download_true_that_fails_is_one_line_not_the_standin(
     with pytest.raises(ConnectionError, match="could not download t10k-images") as e:
         load_mnist("test", download=True)
     assert str(root / "mnist" / "raw") in str(e.value)
-    assert len(calls) == len(mnist.MIRRORS["mnist/raw"])
+    assert len(calls) == len(sources.MIRRORS["mnist/raw"])
     argv = ["ram", "train", "--steps", "1", "--download", "--out", str(tmp_path / "r")]
     assert main(argv) == 1
     line = capsys.readouterr().err.strip().splitlines()[-1]

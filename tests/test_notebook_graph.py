@@ -21,11 +21,19 @@ def test_figure_matches_the_imports():
 
 
 def test_paper_notebooks_need_no_later_paper():
-    "03 and 04 need only 00 and the MNIST loader; 15 needs nothing past 09."
+    """03 needs only core, the zoo's files and the MNIST loader, 04 the binarised digits
+    too; 15 needs nothing past 09."""
     g = ng.needs()
     reach = {a: ng._reach(g, a) for a in g}
-    assert reach["03_ram"] <= {"00_core", "01c_mnist"}
-    assert reach["04_draw"] <= {"00_core", "01c_mnist"}
+    assert reach["03_ram"] == {"00_core", "00d_zoo", "01c_mnist"}
+    digits = {
+        "00_core",
+        "00d_zoo",
+        "01c_mnist",
+        "01e_mnist_sources",
+        "01f_binarized_mnist",
+    }
+    assert reach["04_draw"] == digits
     assert all(n[:2] <= "09" for n in reach["15_transformer"]), reach["15_transformer"]
     assert "03_ram" not in reach["04_draw"]
 
@@ -36,17 +44,19 @@ def test_reduction_drops_implied_edges():
 
 
 def test_the_learner_and_run_notebooks_stand_on_core():
-    """The learning layer (12a's settings, 12c's Learner, 12f's run format, 12h's run folder) needs only
-    00_core; RAM's and DRAW's training reach no captioning notebook, and the OCR
+    """The learning layer (12a's settings, 12c's Learner, 12f's run format, 12h's run
+    folder) needs only the 00 notebooks (core, flags, checkpoints, the zoo's files); RAM's and DRAW's training reach no captioning notebook, and the OCR
     notebooks none of the captioners' training (issue 60)."""
     g = ng.needs()
     reach = {a: ng._reach(g, a) for a in g}
-    learning = {"00_core", "12a_step_settings", "12c_fit", "12f_runs", "12h_run_folder"}
-    assert reach["12a_step_settings"] <= {"00_core"}
-    assert reach["12c_fit"] <= {"00_core", "12a_step_settings"}
+    zero = {"00_core", "00b_flags", "00c_checkpoints", "00d_zoo"}
+    learning = zero | {"12a_step_settings", "12c_fit", "12f_runs", "12h_run_folder"}
+    assert reach["12a_step_settings"] <= zero
+    assert reach["12c_fit"] <= zero | {"12a_step_settings"}
     assert reach["12f_runs"] <= learning
-    assert reach["12h_run_folder"] <= {"00_core"}
-    digits = learning | {"01c_mnist", "03_ram", "03b_ram_training", "04_draw"}
+    assert reach["12h_run_folder"] <= zero
+    digits = learning | {"01c_mnist", "01e_mnist_sources", "01f_binarized_mnist"}
+    digits |= {"03_ram", "03b_ram_training", "04_draw"}
     for nb in ("03b_ram_training", "03c_ram_runs", "04b_draw_training", "04c_draw_cli"):
         assert reach[nb] <= digits | {"04b_draw_training"}, (nb, reach[nb] - digits)
     training = {"12_training", "12b_optimization", "12e_fit_captioners"}

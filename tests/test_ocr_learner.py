@@ -11,7 +11,8 @@ import torch
 from sat_tutorial import ocr_training
 from fakes import BAD_OUTS, bad_out, minute_clock, one_line, rate_recorder
 from sat_tutorial.cli import main
-from sat_tutorial.core import InputError, load_checkpoint
+from sat_tutorial.core import InputError
+from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted
 from sat_tutorial.ocr import OCRConfig, load_ocr
 from sat_tutorial.ocr_training import train_ocr

@@ -564,7 +564,7 @@ def test_damaged_mnist_file_is_one_line(tmp_path, monkeypatch, capsys, damage):
 
 
 def _fake_captioner_checkpoint(path):
-    from sat_tutorial.core import save_checkpoint
+    from sat_tutorial.checkpoints import save_checkpoint
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     model = SoftAttentionCaptioner(12, 8, embed_dim=8, hidden_dim=8, attention_dim=8)
@@ -583,7 +583,7 @@ def _fake_captioner_checkpoint(path):
     "kind", ["captioner", "draw-like", "tensor", "ram-wrong-weights", "not-torch"]
 )
 def test_evaluate_refuses_other_checkpoints(tmp_path, capsys, kind):
-    from sat_tutorial.core import save_checkpoint
+    from sat_tutorial.checkpoints import save_checkpoint
 
     ck = tmp_path / f"{kind}.pt"
     if kind == "captioner":

@@ -12,7 +12,8 @@ import torch
 from sat_tutorial import ram_training
 from fakes import BAD_OUTS, bad_out, minute_clock, one_line, rate_recorder
 from sat_tutorial.cli import main
-from sat_tutorial.core import InputError, load_checkpoint
+from sat_tutorial.core import InputError
+from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted, StopRun
 from sat_tutorial.ram import GlimpseMNIST
 from sat_tutorial.ram_training import RAMConfig, train_ram
@@ -233,7 +234,7 @@ def test_lr_is_one_rule_in_every_family():
     """Issue 59: --lr of train, ram train, draw train and ocr train and the Python
     configurations share core.learning_rate, not copies of it."""
     from sat_tutorial.cli import build_parser
-    from sat_tutorial.core import learning_rate
+    from sat_tutorial.flags import learning_rate
     from sat_tutorial.ocr import OCR_BOUNDS
     from sat_tutorial.ram_training import RAM_BOUNDS
     from sat_tutorial.training import CONFIG_RANGES

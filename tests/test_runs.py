@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 from sat_tutorial import runs
-from sat_tutorial.core import InputError, load_checkpoint, save_checkpoint
+from sat_tutorial.core import InputError
+from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
 from sat_tutorial.learner import StopRun
 from sat_tutorial.runs import (
     KINDS,

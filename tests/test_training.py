@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sat_tutorial.core import load_checkpoint, save_checkpoint
+from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
 from sat_tutorial.fit import fit
 from sat_tutorial.step_settings import lr_factor
 from sat_tutorial.training import (
@@ -1059,10 +1059,10 @@ def test_ctrl_c_saves_the_step_and_the_resume_is_exact(tmp_path, monkeypatch):
 def test_a_failed_write_is_one_line_and_the_previous_checkpoint_stays(
     tmp_path, monkeypatch, error, said
 ):
-    from sat_tutorial import core
+    from sat_tutorial import checkpoints
     from sat_tutorial.learner import StopRun
 
-    real, calls = core.torch.save, []
+    real, calls = checkpoints.torch.save, []
 
     def full_disk(obj, f, *a, **k):
         calls.append(1)
@@ -1070,7 +1070,7 @@ def test_a_failed_write_is_one_line_and_the_previous_checkpoint_stays(
             raise error
         return real(obj, f, *a, **k)
 
-    monkeypatch.setattr(core.torch, "save", full_disk)
+    monkeypatch.setattr(checkpoints.torch, "save", full_disk)
     with pytest.raises(StopRun, match=rf"could not write .*last\.pt: .*{said}"):
         fit(tiny(ckpt_every=2), tmp_path / "a", **QUIET)
     assert load_checkpoint(tmp_path / "a" / "last.pt")["step"] == 2  # still loadable

@@ -245,7 +245,7 @@ def curve(name: str, points: int = 40) -> dict | None:
 def add_curves(names) -> None:
     "Enter each run's curve in its manifest entry (the weights and their hash stay)."
     from sat_tutorial import pretrained
-    from sat_tutorial.core import ZOO_DIR, zoo_manifest
+    from sat_tutorial.zoo import ZOO_DIR, zoo_manifest
 
     for e in zoo_manifest():
         if e["name"] in names and (c := curve(e["name"])):
