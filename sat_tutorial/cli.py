@@ -403,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     "The `sat-tutorial` argument parser with every subcommand."
     from sat_tutorial import __version__
     from sat_tutorial import cli_demo, cli_evaluate, draw_cli, ocr_cli, pretrained
-    from sat_tutorial import ram_training
+    from sat_tutorial import ram_cli
 
     p = argparse.ArgumentParser(
         prog="sat-tutorial",
@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_evaluate.add_evaluate(sub)
     cli_evaluate.add_caption(sub)
     cli_demo.add_extract(sub)
-    ram_training.add_cli(sub)
+    ram_cli.add_cli(sub)
     draw_cli.add_cli(sub)
     # the MNIST and OCR chapters keep their commands next to their models
     ocr_cli.add_cli(sub)

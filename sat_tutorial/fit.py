@@ -33,8 +33,8 @@ from sat_tutorial.learner import (
 from sat_tutorial.optimization import (
     FixedWordWeight,
     GlobalBatchLoss,
-    _LossOf,
-    _reduce_stats,
+    LossOf,
+    reduce_stats,
     init_distributed,
     make_optimizer,
     self_critical,
@@ -253,7 +253,7 @@ def distribute(run: Run) -> None:
         if any(p.requires_grad for p in run.encoder.parameters()):
             run.run_encoder = DDP(run.encoder, device_ids=ids)
         ddp_loss = DDP(
-            _LossOf(run.model),
+            LossOf(run.model),
             device_ids=ids,
             find_unused_parameters=run.model.unused_parameters(),
         )
@@ -364,7 +364,7 @@ class Distributed(Callback):
         self.last_batch = learn.batch
 
     def after_step(self, learn) -> None:
-        learn.stats = _reduce_stats(learn.stats, self.run.world)
+        learn.stats = reduce_stats(learn.stats, self.run.world)
 
     def cleanup_fit(self, learn) -> None:
         self.last_batch = None

@@ -17,8 +17,8 @@ from .metrics import CiderD
 from .training import TrainConfig
 
 # %% auto #0
-__all__ = ['OPTIMIZERS', 'make_optimizer', 'init_distributed', 'GlobalBatchLoss', 'FixedWordWeight', 'SelfCritical',
-           'self_critical']
+__all__ = ['OPTIMIZERS', 'make_optimizer', 'init_distributed', 'LossOf', 'GlobalBatchLoss', 'reduce_stats', 'FixedWordWeight',
+           'SelfCritical', 'self_critical']
 
 # %% ../nbs/12b_optimization.ipynb #25f32462
 OPTIMIZERS = ("adam", "rmsprop")
@@ -76,7 +76,7 @@ def init_distributed(device="auto") -> tuple[int, int, torch.device, bool]:
     return dist.get_rank(), dist.get_world_size(), dev, started
 
 
-class _LossOf(nn.Module):
+class LossOf(nn.Module):
     """`model.loss` as a module's forward, so that DistributedDataParallel sees the call
     and synchronises the gradients."""
 
@@ -134,7 +134,7 @@ class GlobalBatchLoss:
         return loss * c, stats
 
 
-def _reduce_stats(stats: dict, world: int) -> dict:
+def reduce_stats(stats: dict, world: int) -> dict:
     """The whole batch's statistics: the loss summed over processes / W, per-word stats
     weighted by word share, the rest by caption share."""
     import torch.distributed as dist

@@ -21,10 +21,10 @@ from sat_tutorial.ram import (
     retina,
     retina_reference,
 )
+from sat_tutorial.ram_cli import add_cli
 from sat_tutorial.ram_training import (
     PAPER_RETINA,
     RAMConfig,
-    add_cli,
     evaluate_ram,
     load_ram,
     split_validation,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from sat_tutorial import ram_training
+from sat_tutorial import ram_cli, ram_training
 from fakes import BAD_OUTS, bad_out, minute_clock, one_line, rate_recorder
 from sat_tutorial.cli import main
 from sat_tutorial.core import InputError
@@ -182,7 +182,7 @@ def test_time_budget_flag_is_minutes(monkeypatch, tmp_path):
         seen.update(kw)
         return None, {"step": 0, "test_error": None}
 
-    monkeypatch.setattr(ram_training, "train_ram", fake)
+    monkeypatch.setattr(ram_cli, "train_ram", fake)  # what `ram train` calls
     out = tmp_path / "run"
     argv = ["ram", "train", "--time-budget", "2.5", "--out", str(out), *TINY_FLAGS]
     assert main(argv) == 0 and seen["time_budget"] == 2.5
