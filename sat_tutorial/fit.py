@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 
 from .core import InputError, rng_state, seed_everything, set_rng_state
 from .checkpoints import check_finite, load_checkpoint, remove_stale_temps
-from .data import CaptionDataset, Vocab, collate_captions
+from .data import CaptionDataset, Vocab, collate_captions, dataset_files
 from sat_tutorial.learner import (
     AMP,
     EMA,
@@ -57,7 +57,7 @@ from sat_tutorial.training import (
 # %% auto #0
 __all__ = ['FORMAT', 'RESUMABLE', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',
            'epoch_loader', 'Unreadable', 'Distributed', 'Progress', 'checkpoint_state', 'saver', 'check_same_settings',
-           'restore', 'Validate', 'captioner_learner', 'finish', 'fit']
+           'restore', 'Validate', 'captioner_learner', 'data_source', 'finish', 'fit']
 
 # %% ../nbs/12e_fit_captioners.ipynb #adae00f9
 def check_usable(cfg: TrainConfig, records: dict, report: dict) -> None:
@@ -577,6 +577,16 @@ def captioner_learner(
         cbs,
     )
 
+# %% ../nbs/12e_fit_captioners.ipynb #datasrc1
+def data_source(cfg: TrainConfig) -> str:
+    "What a run trained on, for its records: the scenes and their seed, or the files."
+    if cfg.data == "scenes":
+        sizes = f"{cfg.n_train} train, {cfg.n_val} val, {cfg.n_test} test"
+        return f"the synthetic scenes of notebook 02 (seed {cfg.seed}; {sizes})"
+    js, root = dataset_files(cfg.data, cfg.data_dir)
+    source = f"{cfg.data}: captions {js}, images {root}"
+    return source + (f", features {cfg.features}" if cfg.features else "")
+
 # %% ../nbs/12e_fit_captioners.ipynb #5c1e5537
 def finish(run: Run, learn: Learner, started: bool) -> dict:
     """After the last step: count the skipped items of all processes, write `best.pt` if
@@ -600,6 +610,7 @@ def finish(run: Run, learn: Learner, started: bool) -> dict:
         "skipped_images": skipped,
         "data_problems": run.report,
         "world_size": run.world,
+        "data": data_source(run.cfg),
     }
     if run.report:
         problems = ", ".join(

@@ -16,8 +16,8 @@ from .core import InputError, data_root
 from .data import Vocab
 
 # %% auto #0
-__all__ = ['ALPHABET', 'BUILTIN_WORDS', 'char_vocab', 'font_files', 'get_font', 'RenderConfig', 'render_word', 'load_words',
-           'split_words', 'WordImages', 'images_to_tensor', 'load_word_image']
+__all__ = ['ALPHABET', 'BUILTIN_WORDS', 'char_vocab', 'font_files', 'get_font', 'RenderConfig', 'render_word', 'words_path',
+           'word_source', 'load_words', 'split_words', 'WordImages', 'images_to_tensor', 'load_word_image']
 
 # %% ../nbs/14b_word_images.ipynb #ocr00006
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
@@ -162,11 +162,24 @@ white brown pink orange purple gray small large big little young old tall queen
 quiet jazz zebra fox box river oven""".split()
 
 # %% ../nbs/14b_word_images.ipynb #ocr00012b
+def words_path() -> Path:
+    "The caption file whose words `load_words` takes when it is there: Flickr8k's."
+    return data_root() / "flickr8k" / "dataset_flickr8k.json"
+
+
+def word_source() -> str:
+    "Where `load_words` takes its words from, for a run's records."
+    path = words_path()
+    return (
+        f"the caption words of {path}" if path.is_file() else "the built-in word list"
+    )
+
+
 def load_words(min_len: int = 2, max_len: int = 12) -> list[str]:
     """Sorted distinct lower-case a–z words of `min_len`–`max_len` letters: Flickr8k's
     caption tokens if on disk, else `BUILTIN_WORDS`. A caption file not in Karpathy's
     format, or with fewer than two such words, is one line naming it."""
-    path = data_root() / "flickr8k" / "dataset_flickr8k.json"
+    path = words_path()
     source, words = "the built-in word list", set(BUILTIN_WORDS)
     if path.is_file():
         try:

@@ -24,7 +24,7 @@ from sat_tutorial.learner import (
     ProgressBar,
 )
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
-from .ocr_data import WordImages, load_words, split_words
+from .ocr_data import WordImages, load_words, split_words, word_source
 from .step_settings import amp_setting
 from .runs import load_run, save_run, write_json
 from .run_folder import check_out, replace_old
@@ -160,6 +160,7 @@ def train_ocr(
     ev = _final_evaluation(model, test, test_words, out, learn.step)
     metrics = {
         "config": asdict(cfg),
+        "data": f"word images drawn from fonts; words: {word_source()}",
         "steps": learn.step,
         "train_cpu_seconds": cpu,
         "train_wall_seconds": wall,

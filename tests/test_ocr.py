@@ -294,6 +294,7 @@ def test_bad_image_files(tmp_path):
 
 def test_cli_train_evaluate_read(checkpoint, tmp_path, monkeypatch, capsys, word_png):
     m = json.loads((checkpoint.parent / "metrics.json").read_text())
+    assert m["data"].startswith("word images drawn from fonts; words: ")  # its origin
     assert (
         m["steps"] == 3
         and m["n"] == 12

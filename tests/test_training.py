@@ -665,11 +665,10 @@ def test_bad_images_and_captions_at_scale_train_to_the_end_with_a_summary(tmp_pa
         and "2 unreadable image items" in l
         for l in lines
     )
-    assert (
-        json.loads((tmp_path / "out" / "train_summary.json").read_text())[
-            "data_problems"
-        ]
-        == p
+    summary = json.loads((tmp_path / "out" / "train_summary.json").read_text())
+    assert summary["data_problems"] == p
+    assert summary["data"] == (  # where the data came from, by its files
+        f"flickr8k: captions {d / 'dataset_flickr8k.json'}, images {d / 'images'}"
     )
 
 
