@@ -226,7 +226,6 @@ def json_object(text: str) -> dict:
 # %% ../nbs/13b_cli.ipynb #441a7c07
 from .learner import Checkpoint, Interrupted, StopRun
 from .run_folder import add_run_flags, check_run_flags, release_run
-from .run_folder import replace_old
 from .runs import write_json
 
 # every training command checks --out with `run_folder.check_out` (notebook 12h)
@@ -355,7 +354,7 @@ def cmd_train(args) -> int:
 
     rank = int(os.environ.get("RANK", "0"))
     out = Path(args.out)
-    old = check_run_flags(args)  # --out, --device: before anything is written
+    check_run_flags(args)  # --out, --device: before anything is written
     resumed = None
     if args.resume:  # the run's own settings, then the flags given
         resumed = checkpoint_config(load_checkpoint(out / "last.pt"))
@@ -369,8 +368,8 @@ def cmd_train(args) -> int:
         cfg,
         out,
         resume=args.resume,
+        overwrite=args.overwrite,
         device=args.device,
-        on_saved=lambda written: replace_old(old, written),
     )
     if rank == 0:
         print(

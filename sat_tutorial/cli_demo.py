@@ -16,7 +16,7 @@ from .core import InputError
 from .flags import Range, add_threads_flag, get_device, seed_int, unit_float
 from .api import BATCH_SIZE
 from .runs import write_json
-from .run_folder import check_out, replace_old
+from .run_folder import check_out
 from .run_folder import DEVICE_HELP as _DEVICE_HELP
 
 # %% auto #0
@@ -228,11 +228,12 @@ def _pyplot():
     return plt
 
 
-def _demo_train(args, out: Path, on_saved=None):
+def _demo_train(args, out: Path):
     """Build the scenes, draw eight of them to scenes.png, and train soft attention for
-    `args.steps` steps, stopped at `args.minutes` (`on_saved`: `fit`'s, once the first
-    checkpoint is written). Returns the configuration, the scenes, what the run did,
-    and the note that says it was cut short (or None)."""
+    `args.steps` steps, stopped at `args.minutes`, into `out/model` (an earlier
+    model's files there are deleted once the new one has a checkpoint). Returns the
+    configuration, the scenes, what the run did, and the note that says it was cut
+    short (or None)."""
     from sat_tutorial.scenes import show_scenes
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_records, scenes_config
@@ -268,7 +269,7 @@ def _demo_train(args, out: Path, on_saved=None):
         records=recs,
         device=args.device,
         time_cap=args.minutes,
-        on_saved=on_saved,
+        overwrite=True,  # `check_demo_out` refused an earlier demo without --overwrite
     )
     done = summary["steps"]
     run = {
@@ -362,11 +363,11 @@ def cmd_demo(args) -> int:
     """Train a soft-attention captioner on scenes for a fixed number of steps, evaluate
     it, and draw its attention."""
     out = Path(args.out)
-    old = check_demo_out(out, args.overwrite)
+    check_demo_out(out, args.overwrite)
     get_device(args.device)  # a bad --device fails before the scenes are built
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    cfg, recs, run, cut = _demo_train(args, out, lambda new: replace_old(old, new))
+    cfg, recs, run, cut = _demo_train(args, out)
     m, caps, sample = _demo_evaluate(out, cfg, recs, run)
     print(
         " ".join(

@@ -5,7 +5,7 @@
 # %% ../nbs/12e_fit_captioners.ipynb #fit2e002
 from __future__ import annotations
 
-import gc, json, math
+import gc, math
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -39,6 +39,7 @@ from sat_tutorial.optimization import (
     make_optimizer,
     self_critical,
 )
+from .run_folder import claim_run, replace_old
 from .step_settings import amp_setting, lr_factor, run_share, weight_average
 from .captioner import Captioner, encode
 from sat_tutorial.training import (
@@ -637,6 +638,7 @@ def fit(
     out_dir,
     records: dict | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     device="auto",
     progress: bool = True,
     log=print,
@@ -650,26 +652,27 @@ def fit(
     which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it
     leaves the learning-rate schedule to the steps. `on_start()`: called (by process 0)
     once everything is checked and loaded, just before the first step; `on_saved(names)`
-    once the first checkpoint is written (`--overwrite` deletes the earlier run's files
-    only then)."""
-    rank, world, device, started = init_distributed(device)
-    log = log if rank == 0 else (lambda *a, **k: None)
-    run = prepare(cfg, out_dir, records, resume, rank, world, device, log)
+    once the first checkpoint is written. `out_dir` is checked as `train --out` is
+    (`claim_run`); `overwrite` deletes the earlier run's files once the new run has
+    its first checkpoint."""
+    with claim_run(out_dir, resume, overwrite) as old:  # released at the end
+        rank, world, device, started = init_distributed(device)
+        log = log if rank == 0 else (lambda *a, **k: None)
+        run = prepare(cfg, out_dir, records, resume, rank, world, device, log)
 
-    def first_saved(written: set) -> None:  # config.json with the first checkpoint
-        write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
-        if on_saved is not None:
-            on_saved(written)
+        def first_saved(written: set) -> None:  # config.json with the first checkpoint
+            write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
+            replace_old(old, written)
+            if on_saved is not None:
+                on_saved(written)
 
-    learn = captioner_learner(run, progress, stop_at, time_cap, first_saved)
-    last = run.out_dir / "last.pt"
-    resumed = resume and last.exists()
-    if resumed:
-        restore(run, learn, last)
-    elif rank:  # same initial weights, own dropout masks and samples
-        seed_everything(run.cfg.seed + 7919 * rank)
-    distribute(run)
-    if rank == 0 and on_start is not None:
-        on_start()
-    learn.fit()
-    return finish(run, learn, started)
+        learn = captioner_learner(run, progress, stop_at, time_cap, first_saved)
+        if resume:  # check_out found its last.pt
+            restore(run, learn, run.out_dir / "last.pt")
+        elif rank:  # same initial weights, own dropout masks and samples
+            seed_everything(run.cfg.seed + 7919 * rank)
+        distribute(run)
+        if rank == 0 and on_start is not None:
+            on_start()
+        learn.fit()
+        return finish(run, learn, started)

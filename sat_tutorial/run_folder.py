@@ -14,7 +14,7 @@ from .flags import add_threads_flag, budget_minutes, get_device
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'LOCK_NAME', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'check_out', 'replace_old', 'lock_run', 'release_run',
-           'add_run_flags', 'check_run_flags', 'writable_file', 'figure_file']
+           'claim_run', 'add_run_flags', 'check_run_flags', 'writable_file', 'figure_file']
 
 # %% ../nbs/12h_run_folder.ipynb #12dbb09f
 RUN_FILES = ("best.pt", "last.pt", "train_summary.json", "test_metrics.json")
@@ -169,6 +169,19 @@ def release_run(out=None) -> None:
 
 
 atexit.register(release_run)
+
+# %% ../nbs/12h_run_folder.ipynb #claimrun
+@contextlib.contextmanager
+def claim_run(out, resume: bool, overwrite: bool, files=RUN_FILES, last="last.pt"):
+    """`check_out` for a `with` block, which gets the old run's files to delete: the
+    lock is released at the block's end unless this process held it before."""
+    held = Path(out).resolve() in _HELD
+    old = check_out(out, resume, overwrite, files, last)
+    try:
+        yield old
+    finally:
+        if not held:
+            release_run(out)
 
 # %% ../nbs/12h_run_folder.ipynb #1a1be443
 DEVICE_HELP = "auto (a GPU if there is one) | cpu | cuda | cuda:N | mps"

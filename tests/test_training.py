@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from sat_tutorial.checkpoints import load_checkpoint, save_checkpoint
+from sat_tutorial.core import InputError
 from sat_tutorial.fit import fit
 from sat_tutorial.step_settings import lr_factor
 from sat_tutorial.training import (
@@ -1108,3 +1109,23 @@ def test_every_training_command_checks_out_before_any_work(
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "--out" in err, err
     assert ("is read-only" if where == "read_only" else "is a file") in err
+
+
+def test_python_fit_checks_out_as_the_command_does(tmp_path):
+    """`fit()` from Python keeps the rules of `train --out`: a folder holding a run is
+    refused unless resumed or overwritten, --resume needs a run, and `overwrite`
+    deletes the old run's files once the new run has a checkpoint."""
+    cfg = tiny(steps=2)
+    with pytest.raises(InputError, match="holds no run to resume"):
+        fit(cfg, tmp_path / "none", resume=True, **QUIET)
+    fit(cfg, tmp_path / "a", **QUIET)
+    first = (tmp_path / "a" / "last.pt").read_bytes()
+    (tmp_path / "a" / "val_step9.pt").write_bytes(b"x")  # a file only the old run has
+    with pytest.raises(InputError, match="already holds a run"):
+        fit(cfg, tmp_path / "a", **QUIET)
+    assert (tmp_path / "a" / "last.pt").read_bytes() == first  # nothing written
+    with pytest.raises(InputError, match="give one of them"):
+        fit(cfg, tmp_path / "a", resume=True, overwrite=True, **QUIET)
+    fit(tiny(steps=2, seed=1), tmp_path / "a", overwrite=True, **QUIET)
+    assert (tmp_path / "a" / "last.pt").read_bytes() != first
+    assert not (tmp_path / "a" / "val_step9.pt").exists()
