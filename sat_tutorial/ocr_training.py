@@ -27,7 +27,7 @@ from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words, word_source
 from .step_settings import amp_setting
 from .runs import load_run, save_run, write_json
-from .run_folder import check_out, replace_old
+from .run_folder import claim_run, replace_old
 
 # %% auto #0
 __all__ = ['OCR_FILES', 'random_batches', 'char_objective', 'Cosine', 'LossLog', 'train_ocr']
@@ -127,55 +127,51 @@ def train_ocr(
     minutes of wall-clock, whichever ends first; evaluate on held-out words; write
     `out/ocr.pt` (every `checkpoint_every` steps and at the end; `resume` continues
     it exactly) and `out/metrics.json`. `out` is checked before anything is made."""
-    old = (
-        check_out(out, resume, overwrite, OCR_FILES, "ocr.pt")
-        if out is not None
-        else []
-    )
-    out, device = Path(out) if out is not None else None, get_device(device)
-    seed_everything(cfg.seed)
-    t_render = time.perf_counter()
-    train, test, test_words = _datasets(cfg)
-    t_render = time.perf_counter() - t_render
-    model = OCRModel(cfg).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    clock, cpu = Clock(time_budget), time.process_time()
-    log, (dtype, scaler) = LossLog(clock), amp_setting(cfg, device)
-    run = {"cfg": cfg, "out": out, "old": old, "test_words": test_words}
-    learn = Learner(
-        opt,
-        char_objective(model, device),
-        random_batches(train, model.vocab, cfg.batch_size, cfg.seed),
-        cfg.steps,
-        [clock, Limits(clock), Cosine(cfg.lr, clock), Clip(cfg.clip), log, *cbs]
-        + ([AMP(dtype, scaler, device)] if dtype is not None else [])
-        + [Checkpoint(_ocr_saver(run, model, opt), checkpoint_every)]
-        + [ProgressBar(f"ocr {cfg.encoder}", progress)],
-    )
-    if resume:
-        _resume_ocr(learn, out / "ocr.pt", cfg, model, opt, device)
-    model.train()
-    learn.fit()
-    cpu, wall = time.process_time() - cpu, 60 * clock.minutes()  # training only
-    ev = _final_evaluation(model, test, test_words, out, learn.step)
-    metrics = {
-        "config": asdict(cfg),
-        "data": f"word images drawn from fonts; words: {word_source()}",
-        "steps": learn.step,
-        "train_cpu_seconds": cpu,
-        "train_wall_seconds": wall,
-        "render_seconds": t_render,
-        "images_per_second_rendered": (len(train) + len(test)) / t_render,
-        "history": log.history,
-        "parameters": {
-            "encoder": sum(p.numel() for p in model.encoder.parameters()),
-            "decoder": sum(p.numel() for p in model.decoder.parameters()),
-        },
-        **{k: v for k, v in ev.items() if k != "readings"},
-    }
-    if out is not None:
-        write_json(metrics, out / "metrics.json")
-    return model, metrics
+    with claim_run(out, resume, overwrite, OCR_FILES, "ocr.pt") as old:
+        out, device = Path(out) if out is not None else None, get_device(device)
+        seed_everything(cfg.seed)
+        t_render = time.perf_counter()
+        train, test, test_words = _datasets(cfg)
+        t_render = time.perf_counter() - t_render
+        model = OCRModel(cfg).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        clock, cpu = Clock(time_budget), time.process_time()
+        log, (dtype, scaler) = LossLog(clock), amp_setting(cfg, device)
+        run = {"cfg": cfg, "out": out, "old": old, "test_words": test_words}
+        learn = Learner(
+            opt,
+            char_objective(model, device),
+            random_batches(train, model.vocab, cfg.batch_size, cfg.seed),
+            cfg.steps,
+            [clock, Limits(clock), Cosine(cfg.lr, clock), Clip(cfg.clip), log, *cbs]
+            + ([AMP(dtype, scaler, device)] if dtype is not None else [])
+            + [Checkpoint(_ocr_saver(run, model, opt), checkpoint_every)]
+            + [ProgressBar(f"ocr {cfg.encoder}", progress)],
+        )
+        if resume:
+            _resume_ocr(learn, out / "ocr.pt", cfg, model, opt, device)
+        model.train()
+        learn.fit()
+        cpu, wall = time.process_time() - cpu, 60 * clock.minutes()  # training only
+        ev = _final_evaluation(model, test, test_words, out, learn.step)
+        metrics = {
+            "config": asdict(cfg),
+            "data": f"word images drawn from fonts; words: {word_source()}",
+            "steps": learn.step,
+            "train_cpu_seconds": cpu,
+            "train_wall_seconds": wall,
+            "render_seconds": t_render,
+            "images_per_second_rendered": (len(train) + len(test)) / t_render,
+            "history": log.history,
+            "parameters": {
+                "encoder": sum(p.numel() for p in model.encoder.parameters()),
+                "decoder": sum(p.numel() for p in model.decoder.parameters()),
+            },
+            **{k: v for k, v in ev.items() if k != "readings"},
+        }
+        if out is not None:
+            write_json(metrics, out / "metrics.json")
+        return model, metrics
 
 # %% ../nbs/14d_ocr_training.ipynb #ocr00042b
 def _ocr_saver(run: dict, model: OCRModel, opt) -> Callable:

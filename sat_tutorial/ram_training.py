@@ -25,7 +25,7 @@ from sat_tutorial.learner import (
 )
 from .mnist import mnist_source
 from .runs import RunRecord, write_json, load_run, register_kind, save_run
-from .run_folder import check_out, replace_old
+from .run_folder import claim_run, replace_old
 from .ram import TASKS, TEST_SEED, RAM, GlimpseMNIST, ram_loss, retina
 
 # %% auto #0
@@ -339,48 +339,44 @@ def train_ram(
     set), `out/ram.pt`, `out/best.pt` (best on validation) and `out/metrics.json`; with
     `cfg.val` the model returned has the best weights. `--out` is checked first."""
     ckpt = Path(out) / "ram.pt" if out is not None else None
-    old = (
-        check_out(out, resume, overwrite, RAM_FILES, "ram.pt")
-        if out is not None
-        else []
-    )
-    device = get_device(device)
-    seed_everything(cfg.seed)
-    train, test, val, probe = _ram_data(cfg, train_data, test_data, download)
-    bs = min(cfg.batch_size, len(train))
-    per_epoch = len(train) // bs
-    total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
-    model = cfg.model(sensor).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    clock, means = Clock(time_budget), Means()
-    validate = Validate(model, val, test, probe, per_epoch, cfg.patience, device)
-    run = {"cfg": cfg, "out": out, "old": old, "device": device, "bs": bs}
-    save = _ram_saver(run, model, opt, validate)
-    validate.save_best, validate.show = save, progress
-    schedule = [Anneal(cfg.lr, clock)] if cfg.anneal else []
-    learn = Learner(
-        opt,
-        hybrid_objective(model, device),
-        epoch_batches(train, cfg.seed, bs),
-        total,
-        [clock, Limits(clock), means, validate, *schedule, *cbs]
-        + [Checkpoint(save, per_epoch), ProgressBar(f"ram {cfg.task}", progress)],
-    )
-    if resume and ckpt is not None:
-        _resume(learn, ckpt, cfg, model, opt, validate, device)
-    model.train()
-    learn.fit()
-    summary = _summary(learn, run, validate)
-    if val is not None and validate.weights is not None:
-        # the test set is looked at once, at the end
-        last = evaluate_ram(model, test, device=device)["error"]
-        model.load_state_dict(validate.weights)
-        summary["test_error"] = evaluate_ram(model, test, device=device)["error"]
-        summary["test_error_last"] = last
-        summary["val_error"] = validate.best["error"]
-    if out is not None:
-        _write_metrics(Path(out), summary)
-    return model, summary
+    with claim_run(out, resume, overwrite, RAM_FILES, "ram.pt") as old:
+        device = get_device(device)
+        seed_everything(cfg.seed)
+        train, test, val, probe = _ram_data(cfg, train_data, test_data, download)
+        bs = min(cfg.batch_size, len(train))
+        per_epoch = len(train) // bs
+        total = cfg.steps if cfg.steps is not None else cfg.epochs * per_epoch
+        model = cfg.model(sensor).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        clock, means = Clock(time_budget), Means()
+        validate = Validate(model, val, test, probe, per_epoch, cfg.patience, device)
+        run = {"cfg": cfg, "out": out, "old": old, "device": device, "bs": bs}
+        save = _ram_saver(run, model, opt, validate)
+        validate.save_best, validate.show = save, progress
+        schedule = [Anneal(cfg.lr, clock)] if cfg.anneal else []
+        learn = Learner(
+            opt,
+            hybrid_objective(model, device),
+            epoch_batches(train, cfg.seed, bs),
+            total,
+            [clock, Limits(clock), means, validate, *schedule, *cbs]
+            + [Checkpoint(save, per_epoch), ProgressBar(f"ram {cfg.task}", progress)],
+        )
+        if resume and ckpt is not None:
+            _resume(learn, ckpt, cfg, model, opt, validate, device)
+        model.train()
+        learn.fit()
+        summary = _summary(learn, run, validate)
+        if val is not None and validate.weights is not None:
+            # the test set is looked at once, at the end
+            last = evaluate_ram(model, test, device=device)["error"]
+            model.load_state_dict(validate.weights)
+            summary["test_error"] = evaluate_ram(model, test, device=device)["error"]
+            summary["test_error_last"] = last
+            summary["val_error"] = validate.best["error"]
+        if out is not None:
+            _write_metrics(Path(out), summary)
+        return model, summary
 
 # %% ../nbs/03b_ram_training.ipynb #ramlrn07
 def _ram_data(cfg: RAMConfig, train, test, download) -> tuple:

@@ -174,7 +174,11 @@ atexit.register(release_run)
 @contextlib.contextmanager
 def claim_run(out, resume: bool, overwrite: bool, files=RUN_FILES, last="last.pt"):
     """`check_out` for a `with` block, which gets the old run's files to delete: the
-    lock is released at the block's end unless this process held it before."""
+    lock is released at the block's end unless this process held it before. `out`
+    None: a run that writes nothing, nothing to check."""
+    if out is None:
+        yield []
+        return
     held = Path(out).resolve() in _HELD
     old = check_out(out, resume, overwrite, files, last)
     try:

@@ -16,6 +16,7 @@ from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted
 from sat_tutorial.ocr import OCRConfig, load_ocr
 from sat_tutorial.ocr_training import train_ocr
+from sat_tutorial.run_folder import LOCK_NAME
 
 TINY = dict(
     channels=8,
@@ -91,6 +92,8 @@ def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
     with pytest.raises(Interrupted, match="step 4 saved"):
         train_ocr(cfg, tmp_path / "b", progress=False, cbs=[CtrlCAt(4)])
     assert load_checkpoint(tmp_path / "b" / "ocr.pt")["step"] == 4
+    # the folder is claimed only while train_ocr runs: a command may resume it now
+    assert not [p for d in "ab" for p in (tmp_path / d).glob(LOCK_NAME)]
     resumed, m2 = train_ocr(cfg, tmp_path / "b", progress=False, resume=True)
     for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(a, b), k

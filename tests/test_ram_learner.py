@@ -17,6 +17,7 @@ from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted, StopRun
 from sat_tutorial.ram import GlimpseMNIST
 from sat_tutorial.ram_training import RAMConfig, train_ram
+from sat_tutorial.run_folder import LOCK_NAME
 
 
 @pytest.fixture(autouse=True)
@@ -151,6 +152,8 @@ def test_ctrl_c_then_resume_is_a_straight_run(tmp_path):
     with pytest.raises(Interrupted, match="step 6 saved"):
         train_ram(cfg, out=tmp_path / "b", cbs=[CtrlCAt(6)], **data)
     assert load_checkpoint(tmp_path / "b" / "ram.pt")["step"] == 6
+    # the folder is claimed only while train_ram runs: a command may resume it now
+    assert not [p for d in "ab" for p in (tmp_path / d).glob(LOCK_NAME)]
     cfg, data = tiny(n=80, **kw)
     resumed, m2 = train_ram(cfg, out=tmp_path / "b", resume=True, **data)
     for (k, a), b in zip(straight.state_dict().items(), resumed.state_dict().values()):
