@@ -6,9 +6,12 @@ STAMP   = $(VENV)/.installed-stamp
 SHARED_DATA := $(abspath ../shared/data)
 # Tests and notebooks use the offline datasets beside the checkout when they exist.
 DATA_ENV = $(if $(wildcard $(SHARED_DATA)),SAT_TUTORIAL_DATA=$${SAT_TUTORIAL_DATA:-$(SHARED_DATA)},)
-# Two pytest workers on two cores: one BLAS thread each.
+# Two pytest workers on two cores: one BLAS thread each. With more threads a worker
+# (make test TEST_ENV='... OMP_NUM_THREADS=2'), fewer workers: two workers of two threads
+# on two cores ran the slowest notebook cells over nbval's 600-second limit.
 TEST_ENV = $(DATA_ENV) MPLBACKEND=Agg OMP_NUM_THREADS=1 PYTHONHASHSEED=0
-JOBS ?= 2
+TEST_THREADS = $(or $(patsubst OMP_NUM_THREADS=%,%,$(filter OMP_NUM_THREADS=%,$(TEST_ENV))),1)
+JOBS ?= $(shell expr 2 / $(TEST_THREADS) \| 1)
 
 .PHONY: demo test install sandbox lab export clean-nbs bench help docs docs-check notebooks assignments grade weights
 

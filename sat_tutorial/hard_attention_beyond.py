@@ -322,13 +322,14 @@ def named_objective(objective, marginal_k=None, **options):
             f"{{'name': one of them, setting: value}}), not {objective!r}"
         )
     settings.update(options)
+    if objective == "marginal" and settings:  # the first setting it cannot take
+        name, value = next(iter(settings.items()))
+        if name not in REINFORCE_ONLY:
+            raise ValueError(f"objective 'marginal' has no setting {name!r}")
+        raise ValueError(
+            f"{name}={value!r} applies to objective='reinforce', not 'marginal'"
+        )
     if objective == "marginal":
-        for name, value in settings.items():
-            if name not in REINFORCE_ONLY:
-                raise ValueError(f"objective 'marginal' has no setting {name!r}")
-            raise ValueError(
-                f"{name}={value!r} applies to objective='reinforce', not 'marginal'"
-            )
         return marginal_objective(marginal_k)
     if objective == "reward_to_go":
         settings.setdefault("credit", "reward_to_go")
