@@ -19,7 +19,7 @@ bench/out/decoder_launch.json (--out to choose). CUDA graphs exist only on a GPU
 a CPU only eager is timed.
 """
 
-import argparse, datetime, platform, statistics, sys, time, types
+import argparse, datetime, platform, statistics, sys, time
 from pathlib import Path
 
 import torch
@@ -37,11 +37,11 @@ from sat_tutorial.soft_attention_beyond import (  # noqa: E402
 OUT = ROOT / "bench" / "out" / "decoder_launch.json"
 
 
-def eager_words(model, state, words, n):
-    "n greedy words from `state`, one `step` per word; (B, n) ids."
+def eager_words(step, state, words, n):
+    "n greedy words from `state`, one call of `step` per word; (B, n) ids."
     out = []
     for _ in range(n):
-        lp, state, _ = model.step(words, state)
+        lp, state, _ = step(words, state)
         words = lp.argmax(-1)
         out.append(words)
     return torch.stack(out, 1)
@@ -119,21 +119,20 @@ def compiled_step(model):
     return step
 
 
-def timed(fn, reps):
+def timed(fn, reps, device):
     "Median seconds of `reps` calls of fn() (after one untimed call), and its result."
     res = fn()
     times = []
     for _ in range(reps):
-        sync(DEVICE)
+        sync(device)
         t0 = time.perf_counter()
         fn()
-        sync(DEVICE)
+        sync(device)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), res
 
 
 def main(argv=None):
-    global DEVICE
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -151,22 +150,23 @@ def main(argv=None):
     if args.quick:
         args.batch_sizes, args.compile_batches, args.reps = [1, 4], [], 3
         args.vocab, args.regions, args.feature_dim = 1000, 49, 128
-    DEVICE = get_device(args.device)
-    gpu = DEVICE.type == "cuda"
+    device = get_device(args.device)
+    gpu = device.type == "cuda"
     torch.manual_seed(0)
-    model = FastSoftAttentionCaptioner(args.vocab, args.feature_dim).to(DEVICE).eval()
+    model = FastSoftAttentionCaptioner(args.vocab, args.feature_dim).to(device).eval()
     n, rows = args.words, []
     print(
-        f"device {DEVICE} ({torch.cuda.get_device_name(DEVICE) if gpu else platform.processor()}), "
+        f"device {device} "
+        f"({torch.cuda.get_device_name(device) if gpu else platform.processor()}), "
         f"torch {torch.__version__}, D={args.feature_dim}, L={args.regions}, "
         f"V={args.vocab}, {n} words per caption, median of {args.reps}"
     )
     with torch.inference_mode():
         for B in args.batch_sizes:
-            feats = torch.randn(B, args.regions, args.feature_dim, device=DEVICE)
+            feats = torch.randn(B, args.regions, args.feature_dim, device=device)
             state = model.init_state(feats)
-            words = torch.ones(B, dtype=torch.long, device=DEVICE)  # <start>
-            ways = {"eager": lambda: eager_words(model, state, words, n)}
+            words = torch.ones(B, dtype=torch.long, device=device)  # <start>
+            ways = {"eager": lambda: eager_words(model.step, state, words, n)}
             if gpu:
                 gs = StepGraph(model.step, state, words)
                 gc = CaptionGraph(model.step, state, words, n)
@@ -176,7 +176,7 @@ def main(argv=None):
             if gpu and B in args.compile_batches:
                 t0 = time.perf_counter()
                 try:
-                    step = types.SimpleNamespace(step=compiled_step(model))
+                    step = compiled_step(model)
                     eager_words(step, state, words, n)  # compiles and records
                     compile_s = time.perf_counter() - t0
                     ways["compile"] = lambda: eager_words(step, state, words, n)
@@ -184,7 +184,7 @@ def main(argv=None):
                     print(f"compile at batch {B} failed: {type(e).__name__}: {e}")
             base = None
             for way, fn in ways.items():
-                sec, toks = timed(fn, args.reps)
+                sec, toks = timed(fn, args.reps, device)
                 base = toks if base is None else base
                 same = float((toks == base).float().mean())
                 us = sec / n * 1e6
@@ -205,8 +205,8 @@ def main(argv=None):
     write_json(
         {
             "when": datetime.datetime.now().isoformat(timespec="seconds"),
-            "device": str(DEVICE),
-            "gpu": torch.cuda.get_device_name(DEVICE) if gpu else None,
+            "device": str(device),
+            "gpu": torch.cuda.get_device_name(device) if gpu else None,
             "torch": torch.__version__,
             "args": vars(args),
             "rows": rows,

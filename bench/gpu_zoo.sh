@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The zoo's models at the paper's sizes on a GPU, in one command for a short lease of a
-# GPU machine (bench/RESULTS.md, "The zoo on a GPU"):
+# GPU machine (bench/RESULTS.md, "The zoo's models at the paper's size on a GPU"):
 #   SAT_TUTORIAL_DATA=<folder with mnist/ and binarized_mnist/> OUT=<folder> bash bench/gpu_zoo.sh
-# RAM (28×28 and translated 60×60, the paper's glimpse networks, its 100-epoch schedule cut
+# RAM (28×28 and translated 60×60, the paper's glimpse networks, the command's 100-epoch schedule cut
 # by the time budget, which the learning rate anneals to) and DRAW at the paper's size
 # (T = 64, 256-unit LSTMs, z = 100, read 2×2, write 5×5) with and without attention train
 # side by side, one process each (each is bound by kernel launches, not by the GPU's

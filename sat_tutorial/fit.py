@@ -645,16 +645,14 @@ def fit(
     stop_at: int = 0,
     time_cap: float = 0.0,
     on_start=None,
-    on_saved=None,
 ) -> dict:
     """Train a captioner as configured (on W processes under torchrun); returns a
     summary (steps, time, best validation, skipped data). `time_cap`: minutes after
     which to stop (validate, checkpoint) whatever the step; unlike `cfg.time_budget` it
     leaves the learning-rate schedule to the steps. `on_start()`: called (by process 0)
-    once everything is checked and loaded, just before the first step; `on_saved(names)`
-    once the first checkpoint is written. `out_dir` is checked as `train --out` is
-    (`claim_run`); `overwrite` deletes the earlier run's files once the new run has
-    its first checkpoint."""
+    once everything is checked and loaded, just before the first step. `out_dir` is
+    checked as `train --out` is (`claim_run`); `overwrite` deletes the earlier run's
+    files once the new run has its first checkpoint."""
     with claim_run(out_dir, resume, overwrite) as old:  # released at the end
         rank, world, device, started = init_distributed(device)
         log = log if rank == 0 else (lambda *a, **k: None)
@@ -663,8 +661,6 @@ def fit(
         def first_saved(written: set) -> None:  # config.json with the first checkpoint
             write_json(asdict(run.cfg), run.out_dir / "config.json")  # as resolved
             replace_old(old, written)
-            if on_saved is not None:
-                on_saved(written)
 
         learn = captioner_learner(run, progress, stop_at, time_cap, first_saved)
         if resume:  # check_out found its last.pt
