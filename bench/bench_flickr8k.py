@@ -70,7 +70,8 @@ from benchutil import peak_gpu_mib, sync, table, write_json  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.checkpoints import load_checkpoint  # noqa: E402
 from sat_tutorial.flags import get_device  # noqa: E402
-from sat_tutorial.data import collate_captions, image_transform, load_dataset  # noqa: E402
+from sat_tutorial.data import collate_captions  # noqa: E402
+from sat_tutorial.karpathy import image_transform, load_dataset
 from sat_tutorial.metrics import bleu_brevity  # noqa: E402
 from sat_tutorial.encoders import (
     BACKBONES,

@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import loadavg, table, write_json  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions  # noqa: E402
-from sat_tutorial.encoders import to_annotations  # noqa: E402
+from sat_tutorial.scene_cnn import to_annotations  # noqa: E402
 from sat_tutorial.soft_attention import train_step  # noqa: E402
 from sat_tutorial.training import (
     build_models,

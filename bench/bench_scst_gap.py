@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from benchutil import table, write_json
-from sat_tutorial.data import tokenize
+from sat_tutorial.karpathy import tokenize
 from sat_tutorial.decoding import greedy, sample
 from sat_tutorial.metrics import CiderD
 from sat_tutorial.soft_attention import encode

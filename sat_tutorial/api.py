@@ -13,7 +13,8 @@ import numpy as np
 import torch
 
 from .core import InputError
-from .flags import Range, get_device, nonneg_float
+from .flags import get_device
+from .ranges import Range, nonneg_float
 from .soft_attention import Captioner
 
 # %% auto #0
@@ -87,7 +88,7 @@ def image_as_pil(image, name: str = "image"):
     """A path, PIL image, array `(H, W[, 3 or 4])` or tensor `(3 or 1, H, W)` (floats in
     [0, 1] or uint8) as an RGB PIL image; `name` goes into the error message."""
     from PIL import Image
-    from sat_tutorial.data import load_image, to_rgb
+    from sat_tutorial.karpathy import load_image, to_rgb
 
     if isinstance(image, (str, os.PathLike)):
         return load_image(image)

@@ -9,7 +9,7 @@ import contextlib
 import torch
 import torch.nn as nn
 from .core import InputError
-from .flags import Range
+from .ranges import Range
 
 # %% auto #0
 __all__ = ['CAPTIONERS', 'PRESETS', 'OPTION_RANGES', 'Captioner', 'register', 'rows_per_image', 'check_options', 'encode',

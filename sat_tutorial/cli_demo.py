@@ -13,7 +13,8 @@ import torch
 from .cli import HelpFormatter
 from .run_folder import writable_file
 from .core import InputError
-from .flags import Range, add_threads_flag, get_device, seed_int, unit_float
+from .flags import add_threads_flag, get_device
+from .ranges import Range, seed_int, unit_float
 from .api import BATCH_SIZE
 from .runs import write_json
 from .run_folder import check_out
@@ -142,7 +143,7 @@ def add_extract(sub) -> None:
 # %% ../nbs/13d_cli_demo.ipynb #2e0d2692
 def cmd_extract(args) -> int:
     from sat_tutorial.flags import get_device
-    from sat_tutorial.data import image_transform, load_dataset
+    from sat_tutorial.karpathy import image_transform, load_dataset
     from sat_tutorial.encoders import (
         build_encoder,
         encoder_image_size,

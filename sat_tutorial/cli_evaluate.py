@@ -11,7 +11,7 @@ from pathlib import Path
 from .cli import HelpFormatter, split_inputs
 from .run_folder import figure_file, writable_file
 from .core import InputError
-from .flags import Range
+from .ranges import Range
 from .api import BEAM_SIZE, MAX_LEN
 from .run_folder import DEVICE_HELP as _DEVICE_HELP
 

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from .core import InputError, rng_state, seed_everything, set_rng_state
-from .flags import Range, get_device, learning_rate, seed_int
+from .flags import get_device
+from .ranges import Range, learning_rate, seed_int
 from sat_tutorial.draw import (
     DRAW,
     BinaryImages,

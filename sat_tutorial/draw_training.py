@@ -15,7 +15,8 @@ import torch.nn as nn
 
 from .core import InputError, rng_state, seed_everything, set_rng_state
 from .checkpoints import load_checkpoint, save_checkpoint
-from .flags import Range, get_device, positive_float, positive_int, seed_int
+from .flags import get_device
+from .ranges import Range, positive_float, positive_int, seed_int
 from sat_tutorial.draw import (
     DRAW,
     BinaryImages,

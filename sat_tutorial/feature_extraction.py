@@ -13,7 +13,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .core import check_shape
-from .data import ImageError, ImageRecord, default_loader, image_transform
+from .data import ImageError, ImageRecord, default_loader
+from .karpathy import image_transform
 from .feature_store import FeatureStore
 
 # %% auto #0

@@ -16,7 +16,8 @@ from torch.utils.data import DataLoader
 
 from .core import InputError, rng_state, seed_everything, set_rng_state
 from .checkpoints import check_finite, load_checkpoint, remove_stale_temps
-from .data import CaptionDataset, Vocab, collate_captions, dataset_files
+from .data import CaptionDataset, Vocab, collate_captions
+from .karpathy import dataset_files
 from sat_tutorial.learner import (
     AMP,
     EMA,

@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 
 import torch
 
-from .data import tokenize
+from .karpathy import tokenize
 
 # %% auto #0
 __all__ = ['METRICS', 'CiderD', 'java_available', 'spice_available', 'score', 'bleu_brevity', 'grid_boxes', 'box_fraction',

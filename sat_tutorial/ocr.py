@@ -9,7 +9,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .core import InputError, seed_everything
-from .flags import Range, clip_norm, get_device, learning_rate
+from .flags import get_device
+from .ranges import Range, clip_norm, learning_rate
 from .data import Vocab
 from .decoding import beam_search, greedy
 from .runs import RunRecord, load_run, register_kind

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 import numpy as np
 import torch
-from .flags import Range, learning_rate, seed_int
+from .ranges import Range, learning_rate, seed_int
 from .ocr import BLOCKS, OCR_BOUNDS, OCRConfig, evaluate_ocr, load_ocr
 from .ocr_training import train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image

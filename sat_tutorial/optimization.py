@@ -11,7 +11,8 @@ import torch
 import torch.nn as nn
 
 from .flags import get_device
-from .data import Vocab, tokenize
+from .data import Vocab
+from .karpathy import tokenize
 from .decoding import greedy, sample
 from .metrics import CiderD
 from .training import TrainConfig

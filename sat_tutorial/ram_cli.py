@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse, json
 from pathlib import Path
 
-from .flags import Range, get_device
+from .flags import get_device
+from .ranges import Range
 from .mnist import mnist_source
 from .run_folder import add_run_flags
 from .runs import write_json

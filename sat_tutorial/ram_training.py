@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from .core import InputError, rng_state, seed_everything, set_rng_state
-from .flags import Range, get_device, learning_rate
+from .flags import get_device
+from .ranges import Range, learning_rate
 from sat_tutorial.learner import (
     Callback,
     Checkpoint,

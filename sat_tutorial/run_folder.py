@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .core import InputError
 from .checkpoints import pid_alive
-from .flags import add_threads_flag, budget_minutes, get_device
+from .flags import add_threads_flag, get_device
+from .ranges import budget_minutes
 
 # %% auto #0
 __all__ = ['RUN_FILES', 'LOCK_NAME', 'DEVICE_HELP', 'RUN_FLAG_HELP', 'check_out', 'replace_old', 'lock_run', 'release_run',

@@ -5,19 +5,17 @@
 # %% ../nbs/02_scenes.ipynb #726b0db3
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 from PIL import Image
 
-from .data import ImageRecord, load_karpathy
+from .data import ImageRecord
 
 # %% auto #0
 __all__ = ['IMAGE_SIZE', 'SHAPES', 'COLOURS', 'SIZES', 'SYNONYMS', 'WORD_MEANING', 'INVERSE', 'SPLIT_SEEDS', 'shape_mask',
            'mask_box', 'make_scene', 'noun_phrase', 'relation', 'region', 'caption_scene', 'ground_tokens',
-           'make_scenes', 'scene_splits', 'write_scenes', 'show_scenes']
+           'make_scenes', 'scene_splits', 'show_scenes']
 
 # %% ../nbs/02_scenes.ipynb #85405f42
 IMAGE_SIZE = 64
@@ -284,31 +282,6 @@ def scene_splits(
         s: make_scenes(n, seed * 10 + SPLIT_SEEDS[s], s)
         for s, n in (("train", n_train), ("val", n_val), ("test", n_test))
     }
-
-
-def write_scenes(out_dir, records_by_split: dict[str, list[ImageRecord]]) -> Path:
-    """Write records as PNG images plus `dataset_scenes.json` in Karpathy's format (with
-    boxes and grounding)."""
-    out_dir = Path(out_dir)
-    (out_dir / "images").mkdir(parents=True, exist_ok=True)
-    images = []
-    for split, recs in records_by_split.items():
-        for r in recs:
-            Image.fromarray(r.array).save(out_dir / "images" / r.filename)
-            images.append(
-                {
-                    "filename": r.filename,
-                    "split": split,
-                    **r.extra,
-                    "sentences": [
-                        {"tokens": t, "raw": raw, "grounding": g}
-                        for t, raw, g in zip(r.captions, r.raw, r.grounding)
-                    ],
-                }
-            )
-    path = out_dir / "dataset_scenes.json"
-    path.write_text(json.dumps({"dataset": "scenes", "images": images}))
-    return path
 
 # %% ../nbs/02_scenes.ipynb #f26add9e
 def show_scenes(records: Sequence[ImageRecord], ncols: int = 4, n_captions: int = 2):

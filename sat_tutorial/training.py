@@ -5,7 +5,7 @@
 # %% ../nbs/12_training.ipynb #49ad4d1b
 from __future__ import annotations
 
-import copy, functools, importlib, json, math, warnings
+import copy, functools, json, math, warnings
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Sequence
@@ -16,37 +16,27 @@ import torch.nn as nn
 from torch.utils.data import Sampler
 
 from .core import InputError
-from .checkpoints import check_finite, load_checkpoint
-from sat_tutorial.flags import (
+from sat_tutorial.ranges import (
     Range,
     dropout_float,
     budget_minutes,
     clip_norm,
     learning_rate,
-    nonneg_int,
-    positive_int,
     temperature,
     seed_int,
     unit_float,
 )
 from .feature_store import FeatureStore
-from sat_tutorial.data import (
-    CaptionDataset,
-    ImageRecord,
-    Vocab,
-    default_loader,
+from .data import CaptionDataset, ImageRecord, Vocab, default_loader
+from sat_tutorial.karpathy import (
     image_transform,
     load_dataset,
     MIRROR_WORDS,
     mirror_record,
 )
 from .decoding import Ensemble, decode
-from sat_tutorial.encoders import (
-    PrecomputedFeatures,
-    build_encoder,
-    encoder_image_size,
-    scene_transform,
-)
+from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size
+from .scene_cnn import scene_transform
 from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
@@ -238,7 +228,7 @@ def scenes_config(**kw) -> TrainConfig:
         val_every=300,
         ckpt_every=300,
     )
-    # grid 16: the scene CNN's 4-pixel cells (notebook 05 says why; 8-pixel cells cap
+    # grid 16: the scene CNN's 4-pixel cells (notebook 02b says why; 8-pixel cells cap
     # attention correctness near 0.5)
     # each model's own defaults: its `register(..., preset=...)`
     preset = copy.deepcopy(PRESETS.get(kw.get("model", "soft"), {}))

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from sat_tutorial.data import tokenize
+from sat_tutorial.karpathy import tokenize
 from sat_tutorial.feature_store import FeatureStore
 
 CAPTIONS = [

@@ -14,12 +14,8 @@ from sat_tutorial.bottom_up import (
 from sat_tutorial.butd import BUTDCaptioner, PaperBUTDCaptioner, add_scene_regions
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions
 from sat_tutorial.decoding import beam_search, greedy
-from sat_tutorial.encoders import (
-    SceneRegionEncoder,
-    box_geometry,
-    pool_regions,
-    scene_transform,
-)
+from sat_tutorial.encoders import SceneRegionEncoder, box_geometry, pool_regions
+from sat_tutorial.scene_cnn import scene_transform
 from sat_tutorial.scenes import make_scenes
 from sat_tutorial.soft_attention import encode
 from fakes import caption_batch

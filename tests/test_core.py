@@ -135,7 +135,7 @@ def test_range_takes_numpy_numbers_and_refuses_floats_as_integers():
     `check` returns the value as a Python number."""
     import numpy as np
     from sat_tutorial.core import InputError
-    from sat_tutorial.flags import positive_float, positive_int
+    from sat_tutorial.ranges import positive_float, positive_int
 
     for bad in (2.0, np.float64(2.0), 2.5, True, "2", None):
         with pytest.raises(InputError, match="beam_size must be an integer ≥ 1"):

@@ -13,12 +13,14 @@ from torch.utils.data import DataLoader
 from sat_tutorial.core import data_root
 from sat_tutorial.feature_store import FeatureStore
 from sat_tutorial.data import (
-    DATASETS,
     CaptionDataset,
     ImageError,
     ImageRecord,
     Vocab,
     collate_captions,
+)
+from sat_tutorial.karpathy import (
+    DATASETS,
     image_transform,
     load_dataset,
     load_image,

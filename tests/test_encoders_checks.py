@@ -13,8 +13,9 @@ from fastcore.test import (
     test_fail as check_fails,
 )
 
-from sat_tutorial.data import image_transform
-from sat_tutorial.encoders import EfficientNetLiteEncoder, SceneCNN, TorchvisionEncoder
+from sat_tutorial.karpathy import image_transform
+from sat_tutorial.encoders import EfficientNetLiteEncoder, TorchvisionEncoder
+from sat_tutorial.scene_cnn import SceneCNN
 
 
 @contextlib.contextmanager

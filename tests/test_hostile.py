@@ -700,7 +700,8 @@ def test_demo_cut_short_by_its_time_cap_says_so(tmp_path, capsys):
 
 def test_blank_tokens_never_become_words(tmp_path):
     'A Karpathy file whose tokens hold "", blanks or two words in one: the blanks are dropped, the pair split; no blank word in the vocabulary.'
-    from sat_tutorial.data import Vocab, load_karpathy
+    from sat_tutorial.data import Vocab
+    from sat_tutorial.karpathy import load_karpathy
 
     d = fake_dataset(tmp_path, n=5)
     js = json.loads((d / "dataset_flickr8k.json").read_text())

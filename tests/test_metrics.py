@@ -6,7 +6,7 @@ import torch
 from nltk.translate.bleu_score import corpus_bleu
 
 from sat_tutorial import metrics
-from sat_tutorial.data import tokenize
+from sat_tutorial.karpathy import tokenize
 from sat_tutorial.metrics import attention_correctness, box_fraction, grid_boxes, score
 from sat_tutorial.scenes import make_scenes
 

@@ -45,11 +45,12 @@ def test_reduction_drops_implied_edges():
 
 def test_the_learner_and_run_notebooks_stand_on_core():
     """The learning layer (12a's settings, 12c's Learner, 12f's run format, 12h's run
-    folder) needs only the 00 notebooks (core, flags, checkpoints, the zoo's files); RAM's and DRAW's training reach no captioning notebook, and the OCR
+    folder) needs only the 00 notebooks (core, ranges, flags, checkpoints, the zoo's
+    files); RAM's and DRAW's training reach no captioning notebook, and the OCR
     notebooks none of the captioners' training (issue 60)."""
     g = ng.needs()
     reach = {a: ng._reach(g, a) for a in g}
-    zero = {"00_core", "00b_flags", "00c_checkpoints", "00d_zoo"}
+    zero = {"00_core", "00a_ranges", "00b_flags", "00c_checkpoints", "00d_zoo"}
     learning = zero | {"12a_step_settings", "12c_fit", "12f_runs", "12h_run_folder"}
     assert reach["12a_step_settings"] <= zero
     assert reach["12c_fit"] <= zero | {"12a_step_settings"}

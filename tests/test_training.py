@@ -519,7 +519,7 @@ def test_a_few_images_without_features_are_a_counted_skip(tmp_path):
 
 
 def test_mirror_features_add_each_image_mirrored_with_left_and_right_swapped(tmp_path):
-    from sat_tutorial.data import tokenize
+    from sat_tutorial.karpathy import tokenize
     from sat_tutorial.feature_store import FeatureStore
     from sat_tutorial.training import build_vocab, load_records, training_set
 
