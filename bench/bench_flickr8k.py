@@ -85,15 +85,15 @@ from sat_tutorial.fit import fit  # noqa: E402
 from sat_tutorial.optimization import OPTIMIZERS  # noqa: E402
 from sat_tutorial.step_settings import AMP_DTYPES, amp_setting  # noqa: E402
 from sat_tutorial.training import (
-    EpochBatches,
     TrainConfig,
     build_models,
     build_vocab,
     evaluate,
-    load_ensemble,  # noqa: E402
+    load_ensemble,
     open_features,
     training_set,
 )
+from sat_tutorial.data_order import EpochBatches
 
 LR = 4e-4  # Adam's peak rate unless --lr says otherwise
 # Xu et al. 2015, Table 1, Flickr8k (VGG-19 conv5_4 features, 14x14 grid, on the

@@ -8,12 +8,9 @@ import abc
 import contextlib
 import torch
 import torch.nn as nn
-from .core import InputError
-from .ranges import Range
 
 # %% auto #0
-__all__ = ['CAPTIONERS', 'PRESETS', 'OPTION_RANGES', 'Captioner', 'register', 'rows_per_image', 'check_options', 'encode',
-           'train_step', 'quick_train']
+__all__ = ['CAPTIONERS', 'PRESETS', 'Captioner', 'register', 'rows_per_image', 'encode', 'train_step', 'quick_train']
 
 # %% ../nbs/05c_captioner.ipynb #e6b0ba01
 class Captioner(nn.Module, abc.ABC):
@@ -106,24 +103,6 @@ def rows_per_image(x: torch.Tensor, n_images: int) -> torch.Tensor:
             f"{x.shape[0]} rows do not split evenly over {n_images} images"
         )
     return x.view(n_images, x.shape[0] // n_images, *x.shape[1:])
-
-# %% ../nbs/05c_captioner.ipynb #613b4353
-#: the options several captioners share, with the values each accepts
-OPTION_RANGES = {"alpha_c": Range(float, 0, 100)}
-
-
-def check_options(options) -> dict:
-    """`model_kwargs` (`--model-kwargs`): a dict of options, those that several
-    captioners share (`OPTION_RANGES`) in range; else one line naming the option."""
-    if not isinstance(options, dict):
-        raise InputError(
-            "model_kwargs (--model-kwargs) must be a JSON object of "
-            f"options, not {options!r}"
-        )
-    for name, rng in OPTION_RANGES.items():
-        if name in options:
-            rng.check(options[name], f"--model-kwargs {name}")
-    return options
 
 # %% ../nbs/05c_captioner.ipynb #8f1eeb56
 def encode(

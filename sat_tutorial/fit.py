@@ -44,7 +44,6 @@ from .run_folder import claim_run, replace_old
 from .step_settings import amp_setting, lr_factor, run_share, weight_average
 from .captioner import Captioner, encode
 from sat_tutorial.training import (
-    EpochBatches,
     TrainConfig,
     build_models,
     build_vocab,
@@ -55,6 +54,7 @@ from sat_tutorial.training import (
     training_set,
     transform_for,
 )
+from .data_order import EpochBatches
 
 # %% auto #0
 __all__ = ['FORMAT', 'RESUMABLE', 'check_usable', 'check_compatible', 'Run', 'open_data', 'prepare', 'distribute', 'caption_loss',

@@ -13,7 +13,6 @@ from typing import Sequence
 import numpy as np
 import torch
 import torch.nn as nn
-from torch.utils.data import Sampler
 
 from .core import InputError
 from sat_tutorial.ranges import (
@@ -41,9 +40,9 @@ from .metrics import attention_correctness, grid_boxes, score
 from .soft_attention import encode
 
 # %% auto #0
-__all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'ENSEMBLE_SHARED', 'TrainConfig', 'scenes_config', 'captioner_class',
-           'build_models', 'input_size', 'transform_for', 'load_records', 'feature_file', 'open_features',
-           'build_vocab', 'training_set', 'EpochSampler', 'EpochBatches', 'generate', 'evaluate', 'caption_metrics',
+__all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'OPTION_RANGES', 'ENSEMBLE_SHARED', 'check_model_kwargs', 'TrainConfig',
+           'scenes_config', 'captioner_class', 'build_models', 'input_size', 'transform_for', 'load_records',
+           'feature_file', 'open_features', 'build_vocab', 'training_set', 'generate', 'evaluate', 'caption_metrics',
            'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
@@ -54,7 +53,7 @@ import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
-from .captioner import CAPTIONERS, PRESETS, check_options
+from .captioner import CAPTIONERS, PRESETS
 
 # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses
 # them as its flags' types
@@ -98,6 +97,24 @@ CONFIG_CHOICES = {
     "amp_dtype": ("auto", "bf16", "fp16"),
     "scst_baseline": ("greedy", "mean"),
 }
+
+# %% ../nbs/12_training.ipynb #613b4353
+#: the options several captioners share, with the values each accepts
+OPTION_RANGES = {"alpha_c": Range(float, 0, 100)}
+
+
+def check_model_kwargs(options) -> dict:
+    """`model_kwargs` (`--model-kwargs`): a dict of options, those that several
+    captioners share (`OPTION_RANGES`) in range; else one line naming the option."""
+    if not isinstance(options, dict):
+        raise InputError(
+            "model_kwargs (--model-kwargs) must be a JSON object of "
+            f"options, not {options!r}"
+        )
+    for name, rng in OPTION_RANGES.items():
+        if name in options:
+            rng.check(options[name], f"--model-kwargs {name}")
+    return options
 
 # %% ../nbs/12_training.ipynb #f008b6a4
 @dataclass
@@ -199,7 +216,7 @@ class TrainConfig(_WhatIsTrained):
                     f"{name} must be one of {', '.join(allowed)}, not "
                     f"{getattr(self, name)!r}"
                 )
-        check_options(self.model_kwargs)  # a dict; shared options in range (05c)
+        check_model_kwargs(self.model_kwargs)  # a dict; shared options in range
 
     @classmethod
     def from_dict(cls, d: dict) -> "TrainConfig":
@@ -460,85 +477,6 @@ def training_set(
         per_caption=not cfg.scst,
         **load,
     )
-
-# %% ../nbs/12_training.ipynb #e48d8019
-class EpochSampler(Sampler):
-    "A permutation of range(n) fixed by (seed, epoch), from position `start`."
-
-    def __init__(self, n: int, seed: int, epoch: int, start: int = 0):
-        self.n, self.seed, self.epoch, self.start = n, seed, epoch, start
-
-    def generator(self) -> torch.Generator:
-        "The generator of this epoch, before it draws the permutation."
-        return torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
-
-    def order(self, g: torch.Generator | None = None) -> list[int]:
-        return torch.randperm(self.n, generator=g or self.generator()).tolist()
-
-    def __iter__(self):
-        return iter(self.order()[self.start :])
-
-    def __len__(self):
-        return self.n - self.start
-
-
-class EpochBatches(Sampler):
-    """The batches of an `EpochSampler` order from batch `start`; process `rank` of
-    `world` gets items rank, rank+world, … of each. With `lengths` and `pool` > 1, each
-    run of `pool` batches of the order is sorted by length before it is cut, and the
-    batches are then shuffled."""
-
-    def __init__(
-        self,
-        n: int,
-        batch_size: int,
-        seed: int,
-        epoch: int,
-        start: int = 0,
-        rank: int = 0,
-        world: int = 1,
-        lengths: Sequence[int] | None = None,
-        pool: int = 0,
-    ):
-        if lengths is not None and len(lengths) != n:
-            raise ValueError(f"lengths has {len(lengths)} entries for {n} items")
-        self.n, self.bs, self.seed, self.epoch, self.start, self.rank, self.world = (
-            n,
-            batch_size,
-            seed,
-            epoch,
-            start,
-            rank,
-            world,
-        )
-        self.lengths, self.pool = lengths, pool
-
-    def batches(self) -> list[list[int]]:
-        "Every batch of the epoch, in order (the same for every process)."
-        sampler = EpochSampler(self.n, self.seed, self.epoch)
-        g = sampler.generator()
-        order = sampler.order(g)
-        if self.lengths is None or self.pool <= 1:
-            return [order[i : i + self.bs] for i in range(0, self.n, self.bs)]
-        span = (
-            self.pool * self.bs
-        )  # sorted() is stable: equal lengths keep the random order
-        order = [
-            i
-            for k in range(0, self.n, span)
-            for i in sorted(order[k : k + span], key=self.lengths.__getitem__)
-        ]
-        batches = [order[i : i + self.bs] for i in range(0, self.n, self.bs)]
-        return [
-            batches[j] for j in torch.randperm(len(batches), generator=g).tolist()
-        ]  # g continues: no short-first epoch
-
-    def __iter__(self):
-        for b in self.batches()[self.start :]:
-            yield b[self.rank :: self.world]
-
-    def __len__(self):
-        return max(0, math.ceil(self.n / self.bs) - self.start)
 
 # %% ../nbs/12_training.ipynb #ceff537c
 @torch.no_grad()

@@ -52,10 +52,12 @@ def test_the_learner_and_run_notebooks_stand_on_core():
     reach = {a: ng._reach(g, a) for a in g}
     zero = {"00_core", "00a_ranges", "00b_flags", "00c_checkpoints", "00d_zoo"}
     learning = zero | {"12a_step_settings", "12c_fit", "12f_runs", "12h_run_folder"}
+    learning |= {"12i_data_order"}
     assert reach["12a_step_settings"] <= zero
     assert reach["12c_fit"] <= zero | {"12a_step_settings"}
     assert reach["12f_runs"] <= learning
     assert reach["12h_run_folder"] <= zero
+    assert reach["12i_data_order"] <= zero
     digits = learning | {"01c_mnist", "01e_mnist_sources", "01f_binarized_mnist"}
     digits |= {"03_ram", "03b_ram_training", "04_draw"}
     for nb in ("03b_ram_training", "03c_ram_runs", "04b_draw_training", "04c_draw_cli"):

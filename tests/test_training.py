@@ -10,13 +10,12 @@ from sat_tutorial.core import InputError
 from sat_tutorial.fit import fit
 from sat_tutorial.step_settings import lr_factor
 from sat_tutorial.training import (
-    EpochBatches,
-    EpochSampler,
     TrainConfig,
     load_checkpoint_model,
     scenes_config,
     transform_for,
 )
+from sat_tutorial.data_order import EpochBatches, EpochSampler
 
 from fakes import QUIET
 from fakes import tiny_config as tiny
