@@ -80,7 +80,7 @@ from sat_tutorial.encoders import (
     encoder_image_size,
     extract_features,
 )  # noqa: E402
-from sat_tutorial.soft_attention import train_step  # noqa: E402
+from sat_tutorial.captioner import train_step  # noqa: E402
 from sat_tutorial.fit import fit  # noqa: E402
 from sat_tutorial.optimization import OPTIMIZERS  # noqa: E402
 from sat_tutorial.step_settings import AMP_DTYPES, amp_setting  # noqa: E402

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchutil import loadavg, table, write_json  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions  # noqa: E402
 from sat_tutorial.scene_cnn import to_annotations  # noqa: E402
-from sat_tutorial.soft_attention import train_step  # noqa: E402
+from sat_tutorial.captioner import train_step  # noqa: E402
 from sat_tutorial.training import (
     build_models,
     load_records,

@@ -22,7 +22,7 @@ from benchutil import table, write_json
 from sat_tutorial.karpathy import tokenize
 from sat_tutorial.decoding import greedy, sample
 from sat_tutorial.metrics import CiderD
-from sat_tutorial.soft_attention import encode
+from sat_tutorial.captioner import encode
 from sat_tutorial.optimization import SelfCritical
 from sat_tutorial.training import load_checkpoint_model, load_records, open_features
 

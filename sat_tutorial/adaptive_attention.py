@@ -12,15 +12,13 @@ import torch.nn as nn
 
 from .core import check_shape
 from sat_tutorial.soft_attention import (
-    Captioner,
     caption_nll,
     doubly_stochastic_penalty,
     lstm_cell,
-    register,
-    rows_per_image,
     show_attention,
     target_mask,
 )
+from .captioner import Captioner, register, rows_per_image
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',

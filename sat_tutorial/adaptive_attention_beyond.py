@@ -9,7 +9,8 @@ from sat_tutorial.adaptive_attention import (
     AdaptiveAttention,
     AdaptiveAttentionCaptioner,
 )
-from .soft_attention import lstm_cell, register, rows_per_image
+from .soft_attention import lstm_cell
+from .captioner import register, rows_per_image
 from sat_tutorial.soft_attention_beyond import (
     StepOperand,
     WarmupSteps,

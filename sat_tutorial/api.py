@@ -15,7 +15,7 @@ import torch
 from .core import InputError
 from .flags import get_device
 from .ranges import Range, nonneg_float
-from .soft_attention import Captioner
+from .captioner import Captioner
 
 # %% auto #0
 __all__ = ['BEAM_SIZE', 'MAX_LEN', 'BATCH_SIZE', 'CaptionResult', 'image_as_pil', 'check_pixels', 'set_reads', 'finite_captions',
@@ -217,7 +217,7 @@ class CaptionPipeline:
     ) -> torch.Tensor:
         """Annotations `(B, L, D)` of a batch of input tensors `(B, 3, H, W)` (and
         region boxes `(B, R, 4)` for region encoders)."""
-        from sat_tutorial.soft_attention import encode
+        from sat_tutorial.captioner import encode
 
         return encode(self.encoder, images, boxes, self.device).float()
 

@@ -16,15 +16,13 @@ from .core import check_shape
 from .data import ImageRecord
 from .scenes import IMAGE_SIZE
 from sat_tutorial.soft_attention import (
-    Captioner,
     SoftAttention,
     caption_nll,
     doubly_stochastic_penalty,
     lstm_cell,
-    rows_per_image,
     target_mask,
-    register,
 )
+from .captioner import Captioner, rows_per_image, register
 from .soft_attention_beyond import StepOperand
 
 # %% auto #0

@@ -13,12 +13,11 @@ import torch.nn.functional as F
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    register,
     caption_nll,
-    rows_per_image,
     target_mask,
     word_nll,
 )
+from .captioner import rows_per_image
 from .soft_attention_beyond import StepOperand
 
 # %% auto #0
@@ -242,9 +241,6 @@ class HardAttentionCaptioner(HardReads):
         n_words = target_mask(captions, lengths).sum()
         nll = caption_nll(logits, captions, lengths).sum() / n_words
         return nll, {"nll": float(nll.detach())}
-
-# %% ../nbs/07_hard_attention.ipynb #registerhardpaper
-register("hard-paper", preset=dict(lr=4e-3))(HardAttentionCaptioner)
 
 # %% ../nbs/07_hard_attention.ipynb #hardloss
 def learning_rule_loss(model: HardAttentionCaptioner, feats, captions, lengths):

@@ -11,11 +11,11 @@ import torch
 
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
-    register,
     doubly_stochastic_penalty,
     target_mask,
     word_nll,
 )
+from .captioner import register
 from .soft_attention_beyond import FastSoftSteps, WarmupSteps
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
@@ -543,6 +543,9 @@ class ExtendedHardAttentionCaptioner(
         return word_logp if per_word else word_logp.sum(1)
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #registerhard
+# `--model hard-paper`: notebook 07's class as the paper writes it, at twice the others'
+# learning rate
+register("hard-paper", preset=dict(lr=4e-3))(HardAttentionCaptioner)
 # what `--model hard` builds; its preset on the scenes: λ_r 0.1; 300 steps on Σ α a
 # first; s̃_t credited with G_t; and twice the others' learning rate: it needs the
 # most steps of the captioners

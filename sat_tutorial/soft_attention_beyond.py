@@ -6,11 +6,8 @@
 from __future__ import annotations
 import torch
 import torch.nn as nn
-from sat_tutorial.soft_attention import (
-    SoftAttention,
-    SoftAttentionCaptioner,
-    register,
-)
+from .soft_attention import SoftAttention, SoftAttentionCaptioner
+from .captioner import register
 
 # %% auto #0
 __all__ = ['fast_tanh_', 'additive_scores', 'FastSoftAttention', 'StepOperand', 'FastSoftSteps', 'FastSoftAttentionCaptioner',

@@ -37,7 +37,7 @@ from .decoding import Ensemble, decode
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size
 from .scene_cnn import scene_transform
 from .metrics import attention_correctness, grid_boxes, score
-from .soft_attention import encode
+from .captioner import encode
 
 # %% auto #0
 __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'OPTION_RANGES', 'ENSEMBLE_SHARED', 'check_model_kwargs', 'TrainConfig',

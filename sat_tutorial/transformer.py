@@ -12,12 +12,11 @@ import torch.nn as nn
 
 from .core import InputError, check_shape
 from sat_tutorial.soft_attention import (
-    Captioner,
     caption_nll,
     doubly_stochastic_penalty,
-    register,
     target_mask,
 )
+from .captioner import Captioner, register
 
 # %% auto #0
 __all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',

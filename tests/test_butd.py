@@ -17,7 +17,7 @@ from sat_tutorial.decoding import beam_search, greedy
 from sat_tutorial.encoders import SceneRegionEncoder, box_geometry, pool_regions
 from sat_tutorial.scene_cnn import scene_transform
 from sat_tutorial.scenes import make_scenes
-from sat_tutorial.soft_attention import encode
+from sat_tutorial.captioner import encode
 from fakes import caption_batch
 
 

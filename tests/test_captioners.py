@@ -10,7 +10,7 @@ import torch
 from fakes import caption_batch
 from sat_tutorial.data import Vocab
 from sat_tutorial.hard_attention import HardAttentionCaptioner
-from sat_tutorial.soft_attention import Captioner
+from sat_tutorial.captioner import Captioner
 from sat_tutorial.training import CAPTIONERS as REGISTERED
 from sat_tutorial.transformer import TransformerCaptioner
 
@@ -44,7 +44,7 @@ def test_every_captioner_and_its_paper_form_is_registered():
 
 
 def test_register_refuses_a_second_class_under_a_taken_name():
-    from sat_tutorial.soft_attention import register
+    from sat_tutorial.captioner import register
 
     with pytest.raises(
         ValueError, match="'soft' is already FastSoftAttentionCaptioner"
@@ -299,7 +299,7 @@ def test_the_cli_model_computes_the_papers_function(name):
 def test_bf16_autocast_training_step(cls):
     """`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained
     through the annotations, gives finite float32 gradients."""
-    from sat_tutorial.soft_attention import train_step
+    from sat_tutorial.captioner import train_step
 
     m, enc = small(cls), torch.nn.Linear(8, 8)
     caps, lengths = caption_batch()
