@@ -66,7 +66,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 
-from benchutil import peak_gpu_mib, sync, table, write_json  # noqa: E402
+from benchutil import peak_gpu_mib, step_learner, sync, table, write_json  # noqa: E402
 from sat_tutorial.cli import HelpFormatter  # noqa: E402
 from sat_tutorial.checkpoints import load_checkpoint  # noqa: E402
 from sat_tutorial.flags import get_device  # noqa: E402
@@ -80,7 +80,7 @@ from sat_tutorial.encoders import (
     encoder_image_size,
     extract_features,
 )  # noqa: E402
-from sat_tutorial.captioner import train_step  # noqa: E402
+from sat_tutorial.learner import Callback  # noqa: E402
 from sat_tutorial.fit import fit  # noqa: E402
 from sat_tutorial.optimization import OPTIMIZERS  # noqa: E402
 from sat_tutorial.step_settings import AMP_DTYPES, amp_setting  # noqa: E402
@@ -857,6 +857,28 @@ def steps_per_second(cfg, recs, device, n=10) -> float:
     return res["steps_per_s"]
 
 
+class StepTimer(Callback):
+    """Times the Learner's steps after `warm` warm-up ones (from before the first
+    timed batch) and counts their samples; keeps every step's per-word NLL (hard
+    attention's loss is a surrogate)."""
+
+    phase = "report"
+
+    def __init__(self, warm: int, device):
+        self.warm, self.device = warm, device
+        self.t0, self.samples, self.losses = None, 0, []
+
+    def before_batch(self, learn) -> None:
+        if learn.batch is not None and learn.step == self.warm and self.t0 is None:
+            sync(self.device)
+            self.t0 = time.perf_counter()
+
+    def after_step(self, learn) -> None:
+        self.losses.append(learn.stats.get("nll", learn.stats["loss"]))
+        if self.t0 is not None:
+            self.samples += len(learn.batch["lengths"])
+
+
 def time_training(cfg, recs, device, n=10, train=True) -> dict:
     """Samples/s of n training steps (after 2 warm-up steps) of `cfg`: stored features
     or the CNN online. `train=False` times the batches alone (the DataLoader's reads and
@@ -905,28 +927,31 @@ def time_training(cfg, recs, device, n=10, train=True) -> dict:
     warm = (
         2 if train else 2 + 2 * cfg.num_workers
     )  # without training: past the batches the workers prefetched
-    it, done, t0, samples, losses = iter(dl), 0, None, 0, []
-    while done < n + warm:
-        try:
-            batch = next(it)
-        except StopIteration:
-            it = iter(dl)
-            batch = next(it)
-        if batch is None:
-            continue
-        if done == warm:
-            sync(device)
-            t0 = time.perf_counter()
-            samples = 0
-        if train:
-            st = train_step(enc, model, batch, opt, cfg.clip, device, amp_dtype, scaler)
-            losses.append(
-                st.get("nll", st["loss"])
-            )  # per-word NLL (hard attention's loss is a surrogate)
-        else:
-            batch["images"].to(device)  # the copy to the device, as train_step makes it
-        done += 1
-        samples += len(batch["lengths"])
+    if train:  # the package's step (the Learner, as `fit` runs it), timed after `warm`
+        timer = StepTimer(warm, device)
+        learn = step_learner(
+            enc, model, opt, lambda learn: dl, n + warm, cfg.clip, (amp_dtype, scaler),
+            device, [timer],
+        )  # fmt: skip
+        learn.fit()
+        t0, samples, losses = timer.t0, timer.samples, timer.losses
+    else:  # the batches alone
+        it, done, losses = iter(dl), 0, []
+        while done < n + warm:
+            try:
+                batch = next(it)
+            except StopIteration:
+                it = iter(dl)
+                batch = next(it)
+            if batch is None:
+                continue
+            if done == warm:
+                sync(device)
+                t0 = time.perf_counter()
+                samples = 0
+            batch["images"].to(device)  # the copy to the device, as a step makes it
+            done += 1
+            samples += len(batch["lengths"])
     sync(device)
     secs = time.perf_counter() - t0
     if not all(math.isfinite(x) for x in losses):

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from sat_tutorial.adaptive_attention import FUNCTION_WORDS
-from sat_tutorial.scenes import ground_tokens
+from sat_tutorial.metrics import ground_tokens
 from sat_tutorial.fit import fit
 from sat_tutorial.training import (
     caption_metrics,

@@ -24,10 +24,9 @@ import torch
 from torch.utils.data import DataLoader
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchutil import loadavg, table, write_json  # noqa: E402
+from benchutil import loadavg, step_learner, table, write_json  # noqa: E402
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions  # noqa: E402
 from sat_tutorial.scene_cnn import to_annotations  # noqa: E402
-from sat_tutorial.captioner import train_step  # noqa: E402
 from sat_tutorial.training import (
     build_models,
     load_records,
@@ -108,15 +107,14 @@ def run(args):
             opt = torch.optim.Adam(
                 list(enc.parameters()) + list(model.parameters()), lr=1e-3
             )
-            train_step(enc, model, batches[0], opt)  # warm-up
+            step_learner(enc, model, opt, lambda learn: batches[:1], 1).fit()  # warm-up
             models[v] = (enc, model, opt)
         times = {v: [] for v in models}
         for r in range(1 if args.quick else args.reps):
             for v in list(models) if r % 2 == 0 else reversed(list(models)):
                 enc, model, opt = models[v]
                 t0 = time.perf_counter()
-                for b in batches:
-                    train_step(enc, model, b, opt)
+                step_learner(enc, model, opt, lambda learn: batches, len(batches)).fit()
                 times[v].append((time.perf_counter() - t0) / len(batches))
             print(
                 f"  {name} rep {r + 1} (load {loadavg()[0]}): "

@@ -1,6 +1,6 @@
 """Small helpers the benchmark scripts share: a plain-text table, the load average,
-rounding to significant figures, the GPU's clock and memory, and writing the JSON
-result."""
+rounding to significant figures, the GPU's clock and memory, writing the JSON result,
+and the package's training step on given batches."""
 
 import json, os
 from pathlib import Path
@@ -58,3 +58,25 @@ def write_json(obj, path, indent=1):
     path.write_text(json.dumps(obj, indent=indent, default=str))
     print(f"wrote {path}")
     return path
+
+
+def step_learner(
+    enc, model, opt, batches, total, clip=5.0, amp=(None, None), device="cpu", cbs=()
+):
+    """A Learner (notebook 12c) that trains `enc` and `model` for `total` steps of
+    `batches(learn)`, with `fit`'s mixed precision (`amp`: dtype and scaler) and
+    clipping, and nothing saved: the package's one training step, for timing."""
+    from sat_tutorial.captioner import encode
+    from sat_tutorial.learner import AMP, Clip, Clock, Learner, Limits
+
+    device = torch.device(device)
+
+    def objective(learn, batch):
+        enc.train()
+        model.train()
+        caps, lengths = batch["captions"].to(device), batch["lengths"].to(device)
+        feats = encode(enc, batch["images"], batch.get("boxes"), device)
+        return model.loss(feats, caps, lengths)
+
+    cbs = [Limits(Clock()), AMP(*amp, device), Clip(clip), *cbs]
+    return Learner(opt, objective, batches, total, cbs)

@@ -18,7 +18,8 @@ from sat_tutorial.soft_attention import (
     show_attention,
     target_mask,
 )
-from .captioner import Captioner, register, rows_per_image
+from .captioner import Captioner, rows_per_image
+from .registry import register
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',

@@ -10,7 +10,8 @@ from sat_tutorial.adaptive_attention import (
     AdaptiveAttentionCaptioner,
 )
 from .soft_attention import lstm_cell
-from .captioner import register, rows_per_image
+from .captioner import rows_per_image
+from .registry import register
 from sat_tutorial.soft_attention_beyond import (
     StepOperand,
     WarmupSteps,

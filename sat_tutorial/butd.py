@@ -22,7 +22,8 @@ from sat_tutorial.soft_attention import (
     lstm_cell,
     target_mask,
 )
-from .captioner import Captioner, rows_per_image, register
+from .captioner import Captioner, rows_per_image
+from .registry import register
 from .soft_attention_beyond import StepOperand
 
 # %% auto #0

@@ -15,7 +15,7 @@ from sat_tutorial.soft_attention import (
     target_mask,
     word_nll,
 )
-from .captioner import register
+from .registry import register
 from .soft_attention_beyond import FastSoftSteps, WarmupSteps
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,

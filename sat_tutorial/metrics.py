@@ -13,10 +13,11 @@ from typing import Mapping, Sequence
 import torch
 
 from .karpathy import tokenize
+from .scenes import WORD_MEANING
 
 # %% auto #0
 __all__ = ['METRICS', 'CiderD', 'java_available', 'spice_available', 'score', 'bleu_brevity', 'grid_boxes', 'box_fraction',
-           'attention_correctness']
+           'attention_correctness', 'ground_tokens']
 
 # %% ../nbs/09_metrics.ipynb #c27313c1
 def _ngrams(toks: Sequence[str], n: int) -> Counter:
@@ -223,3 +224,24 @@ def attention_correctness(
         if g >= 0
     ]
     return torch.tensor(out, dtype=torch.float64)
+
+# %% ../nbs/09_metrics.ipynb #dc8c3372
+def ground_tokens(tokens: Sequence[str], objects: Sequence[dict]) -> list[int]:
+    """Object index for each token that names an object in a phrase matching exactly one
+    object; −1 elsewhere."""
+    out, i = [-1] * len(tokens), 0
+    while i < len(tokens):
+        j = i
+        while j < len(tokens) and tokens[j] in WORD_MEANING:
+            j += 1
+        if j > i:
+            attrs = [WORD_MEANING[w] for w in tokens[i:j]]
+            fits = [
+                k for k, o in enumerate(objects) if all(o[a] == v for a, v in attrs)
+            ]
+            if len(fits) == 1:
+                out[i:j] = [fits[0]] * (j - i)
+            i = j
+        else:
+            i += 1
+    return out

@@ -14,8 +14,8 @@ from .data import ImageRecord
 
 # %% auto #0
 __all__ = ['IMAGE_SIZE', 'SHAPES', 'COLOURS', 'SIZES', 'SYNONYMS', 'WORD_MEANING', 'INVERSE', 'SPLIT_SEEDS', 'shape_mask',
-           'mask_box', 'make_scene', 'noun_phrase', 'relation', 'region', 'caption_scene', 'ground_tokens',
-           'make_scenes', 'scene_splits', 'show_scenes']
+           'mask_box', 'make_scene', 'noun_phrase', 'relation', 'region', 'caption_scene', 'make_scenes',
+           'scene_splits', 'show_scenes']
 
 # %% ../nbs/02_scenes.ipynb #85405f42
 IMAGE_SIZE = 64
@@ -221,27 +221,6 @@ def caption_scene(
         if " ".join(c[0]) not in seen:
             seen.add(" ".join(c[0]))
             out.append(c)
-    return out
-
-# %% ../nbs/02_scenes.ipynb #dc8c3372
-def ground_tokens(tokens: Sequence[str], objects: Sequence[dict]) -> list[int]:
-    """Object index for each token that names an object in a phrase matching exactly one
-    object; −1 elsewhere."""
-    out, i = [-1] * len(tokens), 0
-    while i < len(tokens):
-        j = i
-        while j < len(tokens) and tokens[j] in WORD_MEANING:
-            j += 1
-        if j > i:
-            attrs = [WORD_MEANING[w] for w in tokens[i:j]]
-            fits = [
-                k for k, o in enumerate(objects) if all(o[a] == v for a, v in attrs)
-            ]
-            if len(fits) == 1:
-                out[i:j] = [fits[0]] * (j - i)
-            i = j
-        else:
-            i += 1
     return out
 
 # %% ../nbs/02_scenes.ipynb #e3994240

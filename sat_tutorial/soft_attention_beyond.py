@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 from .soft_attention import SoftAttention, SoftAttentionCaptioner
-from .captioner import register
+from .registry import register
 
 # %% auto #0
 __all__ = ['fast_tanh_', 'additive_scores', 'FastSoftAttention', 'StepOperand', 'FastSoftSteps', 'FastSoftAttentionCaptioner',

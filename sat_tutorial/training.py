@@ -36,7 +36,7 @@ from sat_tutorial.karpathy import (
 from .decoding import Ensemble, decode
 from .encoders import PrecomputedFeatures, build_encoder, encoder_image_size
 from .scene_cnn import scene_transform
-from .metrics import attention_correctness, grid_boxes, score
+from .metrics import attention_correctness, grid_boxes, ground_tokens, score
 from .captioner import encode
 
 # %% auto #0
@@ -53,7 +53,7 @@ import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer  # noqa: F401
-from .captioner import CAPTIONERS, PRESETS
+from .registry import CAPTIONERS, PRESETS
 
 # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses
 # them as its flags' types
@@ -578,8 +578,6 @@ def caption_metrics(caps, kept, vocab: Vocab, meteor: bool = True) -> tuple[dict
         objs = r.extra.get("objects")
         if not objs or not len(c.tokens):
             continue
-        from sat_tutorial.scenes import ground_tokens
-
         if "regions" in r.extra:
             cells = torch.as_tensor(
                 r.extra["regions"], dtype=torch.float64

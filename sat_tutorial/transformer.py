@@ -16,7 +16,8 @@ from sat_tutorial.soft_attention import (
     doubly_stochastic_penalty,
     target_mask,
 )
-from .captioner import Captioner, register
+from .captioner import Captioner
+from .registry import register
 
 # %% auto #0
 __all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',

@@ -44,7 +44,7 @@ def test_every_captioner_and_its_paper_form_is_registered():
 
 
 def test_register_refuses_a_second_class_under_a_taken_name():
-    from sat_tutorial.captioner import register
+    from sat_tutorial.registry import register
 
     with pytest.raises(
         ValueError, match="'soft' is already FastSoftAttentionCaptioner"
@@ -61,7 +61,7 @@ def test_register_refuses_a_second_class_under_a_taken_name():
 @pytest.fixture
 def mine():
     "A captioner `@register`ed after every module was imported; unregistered after."
-    from sat_tutorial.captioner import PRESETS, register
+    from sat_tutorial.registry import PRESETS, register
 
     @register("mine", preset=dict(dropout=0.0))
     class Mine(REGISTERED["soft-paper"]):
@@ -297,21 +297,32 @@ def test_the_cli_model_computes_the_papers_function(name):
 
 @pytest.mark.parametrize("cls", CAPTIONERS)
 def test_bf16_autocast_training_step(cls):
-    """`--amp` on a CPU: a training step under bf16 autocast, with an encoder trained
-    through the annotations, gives finite float32 gradients."""
-    from sat_tutorial.captioner import train_step
+    """`--amp` on a CPU: a Learner step under bf16 autocast (the `AMP` callback), with
+    an encoder trained through the annotations, gives finite float32 gradients."""
+    from sat_tutorial.captioner import encode
+    from sat_tutorial.learner import AMP, Clip, Clock, Learner, Limits
 
     m, enc = small(cls), torch.nn.Linear(8, 8)
     caps, lengths = caption_batch()
+    batch = {"images": torch.randn(3, 10, 8), "captions": caps, "lengths": lengths}
     opt = torch.optim.Adam(list(enc.parameters()) + list(m.parameters()), lr=1e-3)
     before = [p.detach().clone() for p in m.parameters()]
-    stats = train_step(
-        enc,
-        m,
-        {"images": torch.randn(3, 10, 8), "captions": caps, "lengths": lengths},
-        opt,
-        amp_dtype=torch.bfloat16,
-    )
+    seen = []
+
+    def objective(learn, batch):
+        seen.append(
+            torch.get_autocast_dtype("cpu")
+            if torch.is_autocast_enabled("cpu")
+            else None
+        )
+        return m.loss(encode(enc, batch["images"]), batch["captions"], batch["lengths"])
+
+    cbs = [Limits(Clock()), AMP(torch.bfloat16, None, "cpu"), Clip(5.0)]
+    learn = Learner(opt, objective, lambda learn: iter([batch]), 1, cbs)
+    learn.fit()
+    assert learn.step == 1 and seen == [torch.bfloat16]
+    assert not torch.is_autocast_enabled("cpu")
+    stats = learn.stats
     assert torch.isfinite(torch.tensor(stats["loss"])) and torch.isfinite(
         torch.tensor(stats["grad_norm"])
     )
@@ -321,3 +332,30 @@ def test_bf16_autocast_training_step(cls):
         )
     assert any(not torch.equal(a, p) for a, p in zip(before, m.parameters()))
     assert enc.weight.grad is not None and enc.weight.grad.abs().sum() > 0
+
+
+def test_quick_train_takes_clipped_adam_steps_and_goes_round_the_loader_again():
+    """Notebook 06's bare loop on a model whose loss is (θ − 3)²: the statistics hold the
+    loss and the gradient's norm before clipping; Adam's first step moves θ by lr; a
+    loader of one batch is gone through again; a `None` batch (no readable image) is
+    skipped but counts as a step."""
+    from sat_tutorial.captioner import quick_train
+
+    class Quadratic(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.theta = torch.nn.Parameter(torch.zeros(()))
+
+        def loss(self, feats, captions, lengths):
+            return (self.theta - 3) ** 2, {"theta": float(self.theta.detach())}
+
+    batch = {"images": torch.zeros(1, 1, 1), "captions": None, "lengths": None}
+    q = Quadratic()
+    hist = quick_train(torch.nn.Identity(), q, [batch], 3, lr=0.1, progress=False)
+    assert [h["theta"] for h in hist][0] == 0.0 and len(hist) == 3
+    assert hist[0]["loss"] == 9.0 and hist[0]["grad_norm"] == 6.0  # |∂/∂θ| = 6
+    assert abs(hist[1]["theta"] - 0.1) < 1e-6  # Adam's first step: lr·sign(g)
+    assert hist[2]["theta"] > hist[1]["theta"]
+    assert (
+        len(quick_train(torch.nn.Identity(), q, [None, batch], 4, progress=False)) == 2
+    )

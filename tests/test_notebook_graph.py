@@ -84,3 +84,11 @@ def test_readme_states_each_papers_prerequisites():
     for stem, minutes, count in rows:
         pre = ng.prerequisites(stem, full)
         assert (int(minutes), int(count)) == (round(sum(pre.values())), len(pre)), stem
+
+
+def test_the_short_paths_to_ram_and_soft_attention_hold():
+    """The aims of issue 60: at most 45 minutes to read before RAM, and at most 90
+    before Show, Attend and Tell, counted over what each imports."""
+    full = ng.needs()
+    assert sum(ng.prerequisites("03_ram", full).values()) <= 45
+    assert sum(ng.prerequisites("06_soft_attention", full).values()) <= 90

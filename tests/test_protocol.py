@@ -7,7 +7,9 @@ import contextlib
 import pytest
 import torch
 
-from sat_tutorial.captioner import CAPTIONERS, Captioner
+from sat_tutorial.captioner import Captioner
+
+from sat_tutorial.registry import CAPTIONERS
 from sat_tutorial.fit import captioner_learner, distribute, prepare
 from sat_tutorial.training import scenes_config
 

@@ -2,9 +2,9 @@ import numpy as np
 import torch
 
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions
+from sat_tutorial.metrics import ground_tokens
 from sat_tutorial.scenes import (
     WORD_MEANING,
-    ground_tokens,
     make_scenes,
     relation,
     scene_splits,
