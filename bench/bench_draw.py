@@ -17,7 +17,7 @@ import torch
 from sat_tutorial.core import seed_everything
 from sat_tutorial.flags import get_device
 from sat_tutorial.draw import DRAW, load_binarized_mnist, marginal_nll
-from sat_tutorial.draw_training import PAPER_NLL, evaluate, fit
+from sat_tutorial.draw_training import PAPER_NLL, evaluate_draw, train_draw
 
 from benchutil import write_json
 
@@ -34,11 +34,13 @@ def throughput(cfg, attention, train, device, batch_size=64, steps=6, warmup=2):
     seed_everything(0)
     m = DRAW(**cfg, attention=attention).to(device)
     opt = torch.optim.Adam(m.parameters(), lr=1e-3)
-    fit(m, train, warmup, batch_size=batch_size, opt=opt)
+    train_draw(m, train, warmup, batch_size=batch_size, opt=opt)
     if device.type == "cuda":
         torch.cuda.synchronize()
     t = time.perf_counter()
-    fit(m, train, warmup + steps, batch_size=batch_size, opt=opt, start_step=warmup)
+    train_draw(
+        m, train, warmup + steps, batch_size=batch_size, opt=opt, start_step=warmup
+    )
     if device.type == "cuda":
         torch.cuda.synchronize()
     return steps * batch_size / (time.perf_counter() - t)
@@ -66,7 +68,7 @@ def timed_run(
     opt = torch.optim.Adam(m.parameters(), lr=lr)
     losses, step, t0 = [], 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        losses += fit(
+        losses += train_draw(
             m,
             train,
             step + chunk,
@@ -77,7 +79,7 @@ def timed_run(
         )
         step += chunk
     train_s = time.perf_counter() - t0
-    res = evaluate(m, test)
+    res = evaluate_draw(m, test)
     return {
         "config": dict(cfg, attention=attention),
         "default_attention_init": default_init,
@@ -100,8 +102,8 @@ def timed_steps(
         m.W_read_attn.reset_parameters()
         m.W_write_attn.reset_parameters()
     t = time.perf_counter()
-    losses = fit(m, train, steps, batch_size=batch_size, lr=lr)
-    res = evaluate(m, test)
+    losses = train_draw(m, train, steps, batch_size=batch_size, lr=lr)
+    res = evaluate_draw(m, test)
     return {
         "config": dict(cfg, attention=attention),
         "default_attention_init": default_init,

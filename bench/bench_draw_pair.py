@@ -9,7 +9,7 @@ another (interleaved by seed) on an otherwise idle machine. Reports the test NLL
 
 Prints a table and writes bench/out/draw_pair.json, plus each run's canvases over time
 for 8 test images (bench/out/draw_pair_canvases.npz) for the figure in RESULTS.
-Training goes through `sat_tutorial.draw_training.fit` (the Learner), in chunks of
+Training goes through `sat_tutorial.draw_training.train_draw` (the Learner), in chunks of
 steps until the minutes are used; the Adam state and the data order carry over between
 chunks, so the chunking changes nothing but where the clock is read.
 """
@@ -22,7 +22,7 @@ import torch
 
 from sat_tutorial.core import seed_everything
 from sat_tutorial.draw import DRAW, load_binarized_mnist
-from sat_tutorial.draw_training import PAPER_NLL, evaluate, fit
+from sat_tutorial.draw_training import PAPER_NLL, evaluate_draw, train_draw
 
 from benchutil import loadavg, table, write_json
 
@@ -38,12 +38,12 @@ def run(cfg, attention, seed, train, test, minutes, lr, batch_size, chunk=50):
     losses, step = [], 0
     t0, c0 = time.perf_counter(), time.process_time()
     while time.perf_counter() - t0 < minutes * 60:
-        losses += fit(
+        losses += train_draw(
             m, train, step + chunk, batch_size, lr, seed=seed, opt=opt, start_step=step
         )
         step += chunk
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    res = evaluate(m, test)
+    res = evaluate_draw(m, test)
     m.eval()
     with torch.no_grad(), torch.random.fork_rng():
         torch.manual_seed(0)

@@ -22,10 +22,10 @@ from sat_tutorial.draw import (
     marginal_nll,
 )
 from sat_tutorial.draw_training import (
+    DRAW_RUN_FILES,
     PAPER_NLL,
-    RUN_FILES,
-    evaluate,
-    fit,
+    evaluate_draw,
+    train_draw,
     load_draw,
     plot_canvas_strip,
 )
@@ -81,7 +81,7 @@ def _resume(path: Path, cfg: dict, model: DRAW, opt, device, run: dict) -> dict:
 
 def _write_metrics(out: Path, model, train, test, run: dict) -> dict:
     "Evaluate on the test set and write `metrics.json` with the run's facts (`run`)."
-    res = evaluate(model, test)
+    res = evaluate_draw(model, test)
     losses = run.pop("losses")
     metrics = {
         "test_nll_bound_nats": res["nll_bound"],
@@ -106,7 +106,9 @@ def _train_cmd(args) -> int:
     metrics.json with the test bound."""
     out = Path(args.out)
     ckpt_path = out / "checkpoint.pt"
-    old = check_run_flags(args, RUN_FILES, ckpt_path.name)  # before anything is written
+    old = check_run_flags(
+        args, DRAW_RUN_FILES, ckpt_path.name
+    )  # before anything is written
     seed_everything(args.seed)
     device = get_device(args.device)
     train = load_binarized_mnist("train", args.binarization)
@@ -138,7 +140,7 @@ def _train_cmd(args) -> int:
         replace_old(old, {name})  # --overwrite: now that a new checkpoint exists
         old.clear()
 
-    fit(
+    train_draw(
         model,
         train,
         planned,

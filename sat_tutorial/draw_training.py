@@ -45,8 +45,8 @@ from sat_tutorial.run_folder import (
 )
 
 # %% auto #0
-__all__ = ['PAPER_NLL', 'DRAW_CONFIG', 'RUN_FILES', 'DRAW_KIND', 'DRAW_FORMAT', 'batch_indices', 'fit', 'evaluate',
-           'plot_canvas_strip', 'load_draw']
+__all__ = ['PAPER_NLL', 'DRAW_CONFIG', 'DRAW_RUN_FILES', 'DRAW_KIND', 'DRAW_FORMAT', 'batch_indices', 'train_draw',
+           'evaluate_draw', 'plot_canvas_strip', 'load_draw']
 
 # %% ../nbs/04b_draw_training.ipynb #66e77247
 @functools.lru_cache(maxsize=2)
@@ -64,7 +64,7 @@ def batch_indices(n: int, batch_size: int, step: int, seed: int = 0) -> torch.Te
     return _permutation(n, seed, epoch)[k * batch_size : (k + 1) * batch_size]
 
 
-def fit(
+def train_draw(
     model: DRAW,
     data: BinaryImages,
     steps: int,
@@ -122,7 +122,7 @@ def fit(
 
 # %% ../nbs/04b_draw_training.ipynb #3ce182c2
 @torch.no_grad()
-def evaluate(
+def evaluate_draw(
     model: DRAW, data: BinaryImages, batch_size: int = 1000, seed: int = 0
 ) -> dict:
     """Mean $\\mathcal L^x$, $\\mathcal L^z$ and the NLL bound (nats per image) over
@@ -191,7 +191,10 @@ PAPER_NLL = {
     "no_attention": 87.40,
 }  # Gregor et al. 2015, Table 2: test NLL bound (nats), 64 glimpses
 DRAW_CONFIG = {"T", "read_n", "write_n", "z_dim", "hidden", "attention", "A", "B"}
-RUN_FILES = ("checkpoint.pt", "metrics.json")  # what `draw train` writes into --out
+DRAW_RUN_FILES = (
+    "checkpoint.pt",
+    "metrics.json",
+)  # what `draw train` writes into --out
 
 
 def _build_draw(config: dict, ck: dict) -> DRAW:

@@ -69,11 +69,11 @@ def _ram_slice(rec) -> dict:
 # %% ../nbs/16_pretrained.ipynb #1e00785d
 def _draw_slice(rec) -> dict:
     from sat_tutorial.binarized_mnist import BinaryImages, load_binarized_mnist
-    from sat_tutorial.draw_training import evaluate
+    from sat_tutorial.draw_training import evaluate_draw
 
     test = load_binarized_mnist("test", "fixed", download=False)  # or FileNotFoundError
     part = BinaryImages(test.x[:SLICE], test.source)
-    return {"nll_bound": evaluate(rec.model, part, seed=0)["nll_bound"]}
+    return {"nll_bound": evaluate_draw(rec.model, part, seed=0)["nll_bound"]}
 
 
 def _ocr_slice(rec) -> dict:

@@ -31,7 +31,7 @@ from .ram import TASKS, TEST_SEED, RAM, GlimpseMNIST, ram_loss, retina
 
 # %% auto #0
 __all__ = ['PAPER_RETINA', 'RAM_BOUNDS', 'VAL_SEED', 'RAM_VERSION', 'RAM_FILES', 'RAM_STATS', 'RAMConfig', 'evaluate_ram',
-           'split_validation', 'ram_config', 'load_ram', 'epoch_batches', 'hybrid_objective', 'Means', 'Validate',
+           'split_validation', 'ram_config', 'load_ram', 'epoch_batches', 'hybrid_objective', 'Means', 'ValidateRAM',
            'train_ram', 'annealed_lr', 'Anneal']
 
 # %% ../nbs/03b_ram_training.ipynb #2f619851
@@ -273,7 +273,7 @@ class Means(Callback):
         self.sums, self.n = dict(window["sums"]), window["n"]
 
 # %% ../nbs/03b_ram_training.ipynb #ramlrn05
-class Validate(Callback):
+class ValidateRAM(Callback):
     """After every epoch, at the last step and when the time budget is used: the error
     on `val` (else on `test`). With `val`: the error on as many training images
     (`probe`), the best weights kept (`save_best` writes them), and early stopping after
@@ -350,7 +350,7 @@ def train_ram(
         model = cfg.model(sensor).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)
         clock, means = Clock(time_budget), Means()
-        validate = Validate(model, val, test, probe, per_epoch, cfg.patience, device)
+        validate = ValidateRAM(model, val, test, probe, per_epoch, cfg.patience, device)
         run = {"cfg": cfg, "out": out, "old": old, "device": device, "bs": bs}
         save = _ram_saver(run, model, opt, validate)
         validate.save_best, validate.show = save, progress
@@ -397,7 +397,7 @@ def _ram_data(cfg: RAMConfig, train, test, download) -> tuple:
     return train, test, val, probe
 
 
-def _summary(learn: Learner, run: dict, validate: Validate) -> dict:
+def _summary(learn: Learner, run: dict, validate: ValidateRAM) -> dict:
     "What metrics.json and `train_ram` report: the run's state and its speed."
     state = learn.state_dict()
     evals = validate.evals
@@ -418,7 +418,7 @@ def _write_metrics(out: Path, summary: dict) -> None:
     write_json(summary, out / "metrics.json")
 
 # %% ../nbs/03b_ram_training.ipynb #ramlrn08
-def _ram_saver(run: dict, model: RAM, opt, validate: Validate) -> Callable:
+def _ram_saver(run: dict, model: RAM, opt, validate: ValidateRAM) -> Callable:
     """`save(learn, name)`: `best.pt` (the weights alone) when `name` is "best", else
     `ram.pt` with everything a resume needs, and `metrics.json` (`runs.save_run`).
     After the first checkpoint, `--overwrite` deletes the earlier run's files."""

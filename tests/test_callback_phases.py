@@ -43,7 +43,7 @@ ORDER = {
         "Validate",
         *END,
     ],
-    "ram": [*GUARDS, "Anneal", "Means", "Limits", "Validate", *END],
+    "ram": [*GUARDS, "Anneal", "Means", "Limits", "ValidateRAM", *END],
     "draw": [*GUARDS, "Clip", "Limits", "Losses", *END],
     "ocr": [*GUARDS, "Cosine", "Clip", "Limits", "LossLog", *END],
 }

@@ -26,7 +26,7 @@ from sat_tutorial.draw import (
 )
 from sat_tutorial.binarized_mnist import parse_amat
 from sat_tutorial.draw_cli import add_cli
-from sat_tutorial.draw_training import batch_indices, evaluate, fit
+from sat_tutorial.draw_training import batch_indices, evaluate_draw, train_draw
 
 torch.set_num_threads(1)
 A, B, N = 9, 6, 4  # a non-square image: an A/B or X/Y mix-up changes the results
@@ -217,9 +217,9 @@ def test_fit_lowers_the_bound_on_a_small_batch():
         "synthetic",
     )
     m = DRAW(T=3, read_n=2, write_n=3, z_dim=4, hidden=16)
-    before = evaluate(m, data)["nll_bound"]
-    fit(m, data, steps=60, batch_size=32, lr=1e-2)
-    after = evaluate(m, data)["nll_bound"]
+    before = evaluate_draw(m, data)["nll_bound"]
+    train_draw(m, data, steps=60, batch_size=32, lr=1e-2)
+    after = evaluate_draw(m, data)["nll_bound"]
     assert after < before - 100, (before, after)
 
 
