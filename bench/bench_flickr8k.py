@@ -1271,14 +1271,14 @@ def main(argv=None):
         type=float,
         default=0.0,
         help="dropout on the word embedding where it enters the LSTM "
-        "(notebook 06's input_dropout; not in the paper; 0: off)",
+        "(notebook 06b's input_dropout; not in the paper; 0: off)",
     )
     p.add_argument(
         "--label-smoothing",
         type=float,
         default=0.0,
         help="train towards (1 - e)·onehot + e/V rather than the word "
-        "(notebook 06's label_smoothing; not in the paper; 0: off); hard "
+        "(notebook 06b's label_smoothing; not in the paper; 0: off); hard "
         "attention's reward stays log p(y|s,a)",
     )
     p.add_argument(

@@ -24,7 +24,7 @@ from sat_tutorial.binarized_mnist import (
 
 # %% auto #0
 __all__ = ['attention_params', 'filterbank', 'read_glimpse', 'write_patch', 'attentive_read', 'attentive_write', 'window_rect',
-           'draw_window', 'DrawOutput', 'DRAW', 'kl_standard_normal', 'draw_loss', 'generate']
+           'draw_window', 'DrawOutput', 'DRAW', 'kl_standard_normal', 'draw_loss', 'generate_images']
 
 # %% ../nbs/04_draw.ipynb #7673d1c9
 def attention_params(
@@ -265,7 +265,7 @@ def draw_loss(out: DrawOutput, x: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
 
 # %% ../nbs/04_draw.ipynb #1c8dbf64
 @torch.no_grad()
-def generate(model: DRAW, n: int, record: bool = True) -> DrawOutput:
+def generate_images(model: DRAW, n: int, record: bool = True) -> DrawOutput:
     """Draw `n` images from the prior: codes $z_t \\sim \\mathcal N(0, I)$ through the
     decoder; canvases `(T, n, B, A)` when `record`."""
     device = model.c_0.device

@@ -17,7 +17,7 @@ from .ranges import Range, learning_rate, seed_int
 from sat_tutorial.draw import (
     DRAW,
     BinaryImages,
-    generate,
+    generate_images,
     load_binarized_mnist,
     marginal_nll,
 )
@@ -184,7 +184,7 @@ def _sample_cmd(args) -> int:
     rec = load_draw(args.checkpoint)
     model, ck = rec.model, rec.checkpoint
     seed_everything(args.seed)
-    g = generate(model, args.n)
+    g = generate_images(model, args.n)
     windows = (
         [(g.write, model.write_n, "g")] if model.attention and args.windows else []
     )

@@ -22,7 +22,7 @@ from sat_tutorial.draw import (
     BinaryImages,
     draw_loss,
     draw_window,
-    generate,
+    generate_images,
     load_binarized_mnist,
     marginal_nll,
     FIXED_SOURCE,

@@ -16,7 +16,11 @@ from sat_tutorial.soft_attention import (
     word_nll,
 )
 from .registry import register
-from .soft_attention_beyond import FastSoftSteps, WarmupSteps
+from sat_tutorial.soft_attention_beyond import (
+    FastSoftSteps,
+    TrainingOptions,
+    WarmupSteps,
+)
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
     attention_entropy,
@@ -467,7 +471,7 @@ class Setting:
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
 class ExtendedHardAttentionCaptioner(
-    PolicyReads, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
+    PolicyReads, TrainingOptions, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
 ):
     """The paper's hard attention (notebook 07) with this project's additions: a
     read policy and an objective; every option off, it is the paper's model."""
@@ -500,13 +504,14 @@ class ExtendedHardAttentionCaptioner(
         p_expected_end: float | None = None,
         **soft_options,
     ):
-        """Notebook 06's options, then 07's; `inference` (None: 'marginal' for the
-        marginal objective, else 'argmax') and `objective`: objects or names that
-        `credit`, `baseline_kind`, `marginal_k` and the settings complete
-        (`hard_rule`); a setting left None is the objective's."""
+        """Notebook 06's options (06b's in `soft_options`), then 07's; `inference`
+        (None: 'marginal' for the marginal objective, else 'argmax') and `objective`:
+        objects or names that `credit`, `baseline_kind`, `marginal_k` and the settings
+        complete (`hard_rule`); a setting left None is the objective's."""
         sizes = vocab_size, feature_dim, embed_dim, hidden_dim, attention_dim
-        soft = dict(alpha_c=alpha_c, beta_gate=beta_gate, **soft_options)
+        soft = dict(alpha_c=alpha_c, beta_gate=beta_gate)
         SoftAttentionCaptioner.__init__(self, *sizes, dropout, **soft)
+        self._init_options(**soft_options)  # notebook 06b's three options
         paper = dict(lambda_r=lambda_r, lambda_e=lambda_e, p_expected=p_expected)
         paper["baseline_decay"] = baseline_decay
         coin = dict(expected_warmup=expected_warmup, p_expected_end=p_expected_end)

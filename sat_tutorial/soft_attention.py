@@ -142,21 +142,11 @@ class SoftAttentionDecoder(Captioner):
         dropout: float = 0.5,
         alpha_c: float = 1.0,
         beta_gate: bool = True,
-        uniform_attention: bool = False,
-        input_dropout: float = 0.0,
-        label_smoothing: float = 0.0,
     ):
-        """`alpha_c` is λ; `uniform_attention`, `input_dropout`, `label_smoothing` are
-        not in the paper (notebook 06b): their defaults are the paper's model."""
+        "`alpha_c` is λ; `beta_gate` is the gate β of §4.2.1."
         super().__init__()
-        if not 0.0 <= label_smoothing < 1.0:
-            raise ValueError(
-                f"label_smoothing must be in [0, 1), not {label_smoothing}"
-            )
         self.vocab_size, self.feature_dim = vocab_size, feature_dim
         self.embed_dim, self.hidden_dim, self.alpha_c = embed_dim, hidden_dim, alpha_c
-        self.uniform_attention = uniform_attention
-        self.label_smoothing = label_smoothing
         self.embed = nn.Embedding(vocab_size, embed_dim)  # E
         self.attention = self.attention_class(feature_dim, hidden_dim, attention_dim)
         self.f_beta = nn.Linear(hidden_dim, 1) if beta_gate else None
@@ -167,7 +157,6 @@ class SoftAttentionDecoder(Captioner):
         self.L_z = nn.Linear(feature_dim, embed_dim)
         self.L_o = nn.Linear(embed_dim, vocab_size)
         self.dropout = nn.Dropout(dropout)
-        self.input_dropout = nn.Dropout(input_dropout)  # identity at the default 0
 
     def init_state(self, feats: torch.Tensor) -> tuple:
         """(h_0, c_0, a, keys): the initial LSTM state from the mean annotation, and
@@ -179,9 +168,9 @@ class SoftAttentionDecoder(Captioner):
 
     def _input_gates(self, emb: torch.Tensor) -> torch.Tensor:
         """W_e E y + b for any leading shape: the part of the LSTM's input that does
-        not depend on ẑ (E y through `input_dropout`)."""
+        not depend on ẑ."""
         W_e = self.lstm.weight_ih[:, : self.embed_dim]
-        return self.input_dropout(emb) @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
+        return emb @ W_e.T + self.lstm.bias_ih + self.lstm.bias_hh
 
     def _operands(self, feats: torch.Tensor) -> tuple:
         "(W_zᵀ, Uᵀ, a): what every step multiplies; W_z is sliced once per batch."
@@ -205,12 +194,7 @@ class SoftAttentionCaptioner(SoftAttentionDecoder):
         """One step from h_{t−1}, c_{t−1} `(N, H)`: attention, context, LSTM.
         Returns h_t, c_t, ẑ_t, α_t."""
         W_zT, U_T, reads = ops or self._operands(feats)
-        if self.uniform_attention:  # notebook 06b: weight 1/L everywhere
-            N, L = h.shape[0], feats.shape[1]
-            alpha = feats.new_full((N, L), 1 / L)
-            z = feats.mean(1).repeat_interleave(N // feats.shape[0], 0)  # (N, D)
-        else:
-            alpha, z = self.attention(keys, reads, h)
+        alpha, z = self.attention(keys, reads, h)
         z = self.context(alpha, z, reads, h, t)
         h, c = lstm_cell(gates_e + z @ W_zT + h @ U_T, c)
         return h, c, z, alpha
@@ -245,15 +229,12 @@ class SoftAttentionCaptioner(SoftAttentionDecoder):
 
     def loss(self, feats, captions, lengths):
         """Eq. 14 per word, (Σ −log p(y|a) + λ Σ_i (1 − Σ_t α_ti)²) / #words, and
-        statistics (`label_smoothing`: notebook 06b)."""
+        statistics."""
         logits, alpha = self(feats, captions, lengths)
         nll = caption_nll(logits, captions, lengths)
-        fit = nll
-        if self.training and self.label_smoothing:
-            fit = word_nll(logits, captions, lengths, self.label_smoothing).sum(1)
         n_words = (lengths - 1).sum()
         pen = doubly_stochastic_penalty(alpha, target_mask(captions, lengths))
-        loss = (fit.sum() + self.alpha_c * pen.sum()) / n_words
+        loss = (nll.sum() + self.alpha_c * pen.sum()) / n_words
         nll_word = float(nll.detach().sum() / n_words)
         return loss, {"nll": nll_word, "penalty": float(pen.detach().mean())}
 

@@ -16,7 +16,7 @@ from sat_tutorial.draw import (
     attention_params,
     draw_loss,
     filterbank,
-    generate,
+    generate_images,
     kl_standard_normal,
     load_binarized_mnist,
     marginal_nll,
@@ -205,7 +205,7 @@ def test_model_shapes_loss_and_gradients():
             p.grad is not None and torch.isfinite(p.grad).all() for p in m.parameters()
         )
         assert all(p.grad.abs().sum() > 0 for p in m.parameters())
-        g = generate(m, 3)
+        g = generate_images(m, 3)
         assert g.canvases.shape == (3, 3, 28, 28) and g.mu is None
         assert torch.allclose(g.canvases[-1], torch.sigmoid(g.c_T))
 

@@ -242,7 +242,7 @@ def test_checkpoint_roundtrip_gives_same_model(tmp_path):
 
 
 def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatch):
-    """model_kwargs' input_dropout (notebook 06) is built, saved and loaded; it changes
+    """model_kwargs' input_dropout (notebook 06b) is built, saved and loaded; it changes
     training, and at its default 0 nothing."""
     runs = {p: tmp_path / f"p{p}" for p in (0.0, 0.3)}
     for p, out in runs.items():
@@ -283,8 +283,26 @@ def test_input_dropout_reaches_the_model_and_the_checkpoint(tmp_path, monkeypatc
     )
 
 
+@pytest.mark.parametrize(
+    "option", ["input_dropout", "label_smoothing", "uniform_attention"]
+)
+def test_the_papers_classes_refuse_the_options_the_paper_does_not_have(option):
+    """Notebook 06b's three options are on `--model soft` and `hard`; the paper's
+    classes (`soft-paper`, `hard-paper`) refuse them in one line naming the option."""
+    from sat_tutorial.training import build_models
+
+    value = True if option == "uniform_attention" else 0.1
+    for name in ("soft", "hard"):
+        _, model = build_models(tiny(model=name, model_kwargs={option: value}), 20)
+        got = getattr(model, option)
+        assert (got.p if option == "input_dropout" else got) == value
+    for name in ("soft-paper", "hard-paper"):
+        with pytest.raises(InputError, match=f"{name} does not take that.*{option}"):
+            build_models(tiny(model=name, model_kwargs={option: value}), 20)
+
+
 def test_label_smoothing_reaches_the_model_and_reports_the_likelihood(tmp_path):
-    """model_kwargs' label_smoothing (notebook 06) is built, saved and loaded; it
+    """model_kwargs' label_smoothing (notebook 06b) is built, saved and loaded; it
     changes training; the logged NLL stays log p(y|a)."""
     runs = {e: tmp_path / f"ls{e}" for e in (0.0, 0.2)}
     for e, out in runs.items():
