@@ -17,8 +17,6 @@ from sat_tutorial.soft_attention import (
     target_mask,
     word_nll,
 )
-from .captioner import rows_per_image
-from .soft_attention_beyond import StepOperand
 
 # %% auto #0
 __all__ = ['sample_locations', 'hard_context', 'location_log_probs', 'location_log_prob', 'attention_entropy',
@@ -35,18 +33,9 @@ def sample_locations(alpha: torch.Tensor) -> torch.Tensor:
     )  # (B,): #{i: CDF_i < u}
 
 
-def hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor) -> torch.Tensor:
-    """ẑ_t = Σ_i s_ti a_i for one-hot s_t given as indices `s (N,)`, N = k rows per
-    image: the annotation there, `(N, D)`."""
-    if isinstance(
-        feats, StepOperand
-    ):  # teacher forcing: one-hot @ a, so ∂/∂a is formed once per batch
-        if feats.deferred:
-            onehot = F.one_hot(s, feats.shape[1]).to(feats.r.dtype)  # (N, L)
-            return (rows_per_image(onehot, feats.shape[0]) @ feats).flatten(
-                0, 1
-            )  # (B, k, L) @ (B, L, D)
-        feats = feats.r
+def hard_context(feats: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """ẑ_t = Σ_i s_ti a_i (eq. 9) for one-hot s_t given as indices `s (N,)`, N = k rows
+    per image: the annotation there, `(N, D)`."""
     image = torch.arange(s.shape[0], device=feats.device) // (
         s.shape[0] // feats.shape[0]
     )  # (N,) row -> its image
@@ -106,6 +95,7 @@ class HardReads(SoftAttentionCaptioner):
     returns a_{s_t}, and `rollout` forces or records the locations."""
 
     _rollout = None  # a `Reads`, only inside `rollout`
+    hard_context = staticmethod(hard_context)  # eq. 9 (07b: its gradient once)
     inference = "argmax"  # how eval mode reads (`HardAttentionCaptioner.set_reads`)
 
     def unused_parameters(self) -> bool:
@@ -128,7 +118,7 @@ class HardReads(SoftAttentionCaptioner):
         s = self.read(alpha, t)
         if s is None:
             return super().context(alpha, z, feats, h, t)
-        z_s = hard_context(feats, s)  # (B, D)
+        z_s = self.hard_context(feats, s)  # (B, D)
         r = self._rollout
         if r is not None:
             r.trace.append(s)

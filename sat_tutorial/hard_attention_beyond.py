@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.nn.functional as F
 
+from .captioner import rows_per_image
 from sat_tutorial.soft_attention import (
     SoftAttentionCaptioner,
     doubly_stochastic_penalty,
@@ -18,11 +20,13 @@ from sat_tutorial.soft_attention import (
 from .registry import register
 from sat_tutorial.soft_attention_beyond import (
     FastSoftSteps,
+    StepOperand,
     TrainingOptions,
     WarmupSteps,
 )
 from sat_tutorial.hard_attention import (
     HardAttentionCaptioner,
+    hard_context,
     attention_entropy,
     location_log_prob,
     location_log_probs,
@@ -33,7 +37,7 @@ from sat_tutorial.hard_attention import (
 __all__ = ['READS', 'CREDITS', 'REINFORCE_ONLY', 'OBJECTIVES', 'rewards_to_go', 'credited_surrogate', 'ReadPolicy', 'ArgmaxReads',
            'ExpectedReads', 'SampledReads', 'check_k', 'read_policy', 'Baselines', 'RuleSettings', 'Reinforce',
            'RewardToGo', 'marginal_objective', 'named_objective', 'hard_rule', 'PolicyReads', 'Setting',
-           'ExtendedHardAttentionCaptioner']
+           'step_hard_context', 'ExtendedHardAttentionCaptioner']
 
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7surrogate
 def rewards_to_go(r: torch.Tensor) -> torch.Tensor:
@@ -469,6 +473,15 @@ class Setting:
                 f"{model.objective.name!r}"
             )
 
+# %% ../nbs/07b_hard_attention_beyond.ipynb #b7stephard
+def step_hard_context(feats: torch.Tensor | StepOperand, s: torch.Tensor):
+    """Notebook 07's `hard_context` (eq. 9); for annotations that are a `StepOperand`
+    (teacher forcing) as one-hot @ a, so that ∂/∂a is formed once per batch."""
+    if not isinstance(feats, StepOperand):
+        return hard_context(feats, s)
+    onehot = F.one_hot(s, feats.shape[1]).to(feats.r.dtype)  # (N, L)
+    return (rows_per_image(onehot, feats.shape[0]) @ feats).flatten(0, 1)
+
 # %% ../nbs/07b_hard_attention_beyond.ipynb #b7classcode
 class ExtendedHardAttentionCaptioner(
     PolicyReads, TrainingOptions, FastSoftSteps, WarmupSteps, HardAttentionCaptioner
@@ -477,6 +490,7 @@ class ExtendedHardAttentionCaptioner(
     read policy and an objective; every option off, it is the paper's model."""
 
     warmup_option = "expected_warmup"
+    hard_context = staticmethod(step_hard_context)  # eq. 9 on StepOperands
     lambda_r, lambda_e, p_expected = Setting(), Setting(), Setting()
     baseline_decay, expected_warmup, p_expected_end = Setting(), Setting(), Setting()
 

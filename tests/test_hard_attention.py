@@ -33,6 +33,7 @@ from sat_tutorial.hard_attention_beyond import (
     SampledReads,
     credited_surrogate,
     rewards_to_go,
+    step_hard_context,
 )
 from sat_tutorial.hard_attention_marginal import Marginal, MarginalReads
 from sat_tutorial.soft_attention import caption_nll, target_mask, word_nll
@@ -89,7 +90,8 @@ def test_log_prob_and_entropy():
 
 def test_hard_context_with_step_operand():
     """ẑ_t = a_{s_t} as a lookup; k rows (beams) per image; in teacher forcing (a
-    `StepOperand`) the same values and gradient."""
+    `StepOperand`, notebook 07b's `step_hard_context`) the same values and gradient,
+    and the lookup itself for plain annotations."""
     a = torch.randn(4, 5, 3)
     s, s2 = torch.tensor([0, 4, 2, 2]), torch.tensor([0, 4, 1, 1, 2, 3, 2, 0])
     assert torch.equal(
@@ -100,10 +102,11 @@ def test_hard_context_with_step_operand():
         a1, a2 = a.clone().requires_grad_(), a.clone().requires_grad_()
         g = torch.randn(len(idx), 3)
         (hard_context(a1, idx) * g).sum().backward()
-        (hard_context(StepOperand(a2), idx) * g).sum().backward()
+        (step_hard_context(StepOperand(a2), idx) * g).sum().backward()
         torch.testing.assert_close(a2.grad, a1.grad, atol=1e-6, rtol=1e-6)
     with torch.no_grad():
-        assert torch.equal(hard_context(StepOperand(a), s2), hard_context(a, s2))
+        assert torch.equal(step_hard_context(StepOperand(a), s2), hard_context(a, s2))
+    assert torch.equal(step_hard_context(a, s2), hard_context(a, s2))
 
 
 def test_surrogate_gradient():
