@@ -46,13 +46,13 @@ __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'OPTION_RANGES', 'ENSEMBLE_SHARED'
            'checkpoint_config', 'CaptionerRun', 'load_checkpoint_model', 'load_ensemble']
 
 # %% ../nbs/12_training.ipynb #797d76de
-# each captioner's module registers it with `@register` (notebook 05c): importing
+# each captioner's module registers it with `@register` (notebook 05d): importing
 # the modules fills CAPTIONERS (name → class) and PRESETS (its scenes defaults)
 import sat_tutorial.adaptive_attention_beyond
 import sat_tutorial.butd
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
-import sat_tutorial.transformer  # noqa: F401
+import sat_tutorial.transformer_beyond  # noqa: F401
 from .registry import CAPTIONERS, PRESETS
 
 # the allowed values of every numeric field of TrainConfig; `sat-tutorial train` uses

@@ -17,12 +17,11 @@ from sat_tutorial.soft_attention import (
     target_mask,
 )
 from .captioner import Captioner
-from .registry import register
 
 # %% auto #0
-__all__ = ['SCENES', 'scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
-           'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'check_options', 'Transformer',
-           'TransformerCaptioner']
+__all__ = ['scaled_dot_product', 'MultiHeadAttention', 'sinusoidal_encoding', 'grid_encoding', 'LearnedGridEncoding',
+           'causal_mask', 'FeedForward', 'EncoderLayer', 'DecoderLayer', 'Transformer', 'TransformerCaptioner',
+           'check_options']
 
 # %% ../nbs/15_transformer.ipynb #64e0311d
 def scaled_dot_product(
@@ -232,41 +231,6 @@ class DecoderLayer(nn.Module):
         x = x + self.drop(z.reshape(N, T, d))
         return x + self.drop(self.ff(self.norms[2](x))), (k, v), w
 
-# %% ../nbs/15_transformer.ipynb #scenespreset
-# on the scenes: 4 heads of 32; no encoder layer over the 256 cells (it would
-# cost 4× the step); the others' learning rate 2e-3
-SCENES = dict(alpha_c=0.0, heads=4, encoder_layers=0)
-
-# %% ../nbs/15_transformer.ipynb #optionscheck
-def check_options(
-    embed_dim: int,
-    attention_dim: int,
-    heads: int,
-    layers: int,
-    encoder_layers: int,
-    position: str,
-    max_len: int,
-) -> None:
-    """A one-line `InputError` naming the first option (a `--model-kwargs` key, or a
-    size) a Transformer cannot be built with."""
-    counts = dict(heads=heads, layers=layers, encoder_layers=encoder_layers)
-    least = dict(heads=1, layers=1, encoder_layers=0, max_len=2)  # <start>, a word
-    for key, n in {**counts, "max_len": max_len}.items():
-        if type(n) is not int or n < least[key]:
-            raise InputError(
-                f"transformer: {key} must be an integer ≥ {least[key]}, not {n!r}"
-            )
-    if embed_dim % heads or attention_dim % heads or embed_dim % 2:
-        raise InputError(
-            f"transformer: embed_dim {embed_dim} and attention_dim {attention_dim} "
-            f"must be multiples of heads {heads}, and embed_dim even"
-        )
-    if position not in ("sinusoidal", "learned", "none"):
-        raise InputError(
-            "transformer: position must be sinusoidal, learned or none, "
-            f"not {position!r}"
-        )
-
 # %% ../nbs/15_transformer.ipynb #transformermodel
 class Transformer(nn.Module):
     """The paper's encoder–decoder over annotation vectors: the embedding E, the
@@ -344,7 +308,6 @@ class Transformer(nn.Module):
         )
 
 # %% ../nbs/15_transformer.ipynb #05b050d6
-@register("transformer", preset=dict(model_kwargs=SCENES))
 class TransformerCaptioner(Transformer, Captioner):
     """A Transformer (Vaswani et al. 2017) as a captioner: an encoder over the
     annotation vectors, a decoder with masked self-attention and cross-attention."""
@@ -423,3 +386,33 @@ class TransformerCaptioner(Transformer, Captioner):
                 f"{len(self.word_pos) - 1} words, but captions of up to {max_len} "
                 f"words (--max-len) need max_len {max_len + 1} or more"
             )
+
+# %% ../nbs/15_transformer.ipynb #optionscheck
+def check_options(
+    embed_dim: int,
+    attention_dim: int,
+    heads: int,
+    layers: int,
+    encoder_layers: int,
+    position: str,
+    max_len: int,
+) -> None:
+    """A one-line `InputError` naming the first option (a `--model-kwargs` key, or a
+    size) a Transformer cannot be built with."""
+    counts = dict(heads=heads, layers=layers, encoder_layers=encoder_layers)
+    least = dict(heads=1, layers=1, encoder_layers=0, max_len=2)  # <start>, a word
+    for key, n in {**counts, "max_len": max_len}.items():
+        if type(n) is not int or n < least[key]:
+            raise InputError(
+                f"transformer: {key} must be an integer ≥ {least[key]}, not {n!r}"
+            )
+    if embed_dim % heads or attention_dim % heads or embed_dim % 2:
+        raise InputError(
+            f"transformer: embed_dim {embed_dim} and attention_dim {attention_dim} "
+            f"must be multiples of heads {heads}, and embed_dim even"
+        )
+    if position not in ("sinusoidal", "learned", "none"):
+        raise InputError(
+            "transformer: position must be sinusoidal, learned or none, "
+            f"not {position!r}"
+        )

@@ -8,10 +8,17 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .registry import register
 from .transformer import TransformerCaptioner, causal_mask
 
 # %% auto #0
-__all__ = ['PrefixRecompute']
+__all__ = ['SCENES', 'PrefixRecompute']
+
+# %% ../nbs/15b_transformer_beyond.ipynb #tbregister
+# on the scenes: 4 heads of 32; no encoder layer over the 256 cells (it would
+# cost 4× the step); the others' learning rate 2e-3
+SCENES = dict(alpha_c=0.0, heads=4, encoder_layers=0)
+register("transformer", preset=dict(model_kwargs=SCENES))(TransformerCaptioner)
 
 # %% ../nbs/15b_transformer_beyond.ipynb #e26c4e7d
 class PrefixRecompute(nn.Module):
