@@ -19,7 +19,6 @@ from sat_tutorial.soft_attention import (
     target_mask,
 )
 from .captioner import Captioner, rows_per_image
-from .registry import register
 
 # %% auto #0
 __all__ = ['FUNCTION_WORDS', 'AdaptiveAttention', 'VisualSentinel', 'AdaptiveDecoder', 'AdaptiveAttentionCaptioner',
@@ -156,7 +155,6 @@ class AdaptiveDecoder(Captioner):
         return self.W_p(self.dropout(c_hat + h))
 
 # %% ../nbs/10_adaptive_attention.ipynb #1f10cc0c
-@register("adaptive-paper")
 class AdaptiveAttentionCaptioner(AdaptiveDecoder):
     "Adaptive attention with a visual sentinel (Lu et al. 2017): when to look."
 

@@ -40,6 +40,10 @@ class FastAdaptiveAttention(AdaptiveAttention):
         return alpha_hat, c_hat
 
 
+# `--model adaptive-paper`: notebook 10's class as the paper writes it
+register("adaptive-paper")(AdaptiveAttentionCaptioner)
+
+
 # the sentinel opens after 300 steps; open from the start it wins before the
 # model looks (exercise 4)
 @register("adaptive", preset=dict(model_kwargs=dict(alpha_c=0.0, sentinel_warmup=300)))

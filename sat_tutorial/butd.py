@@ -19,15 +19,12 @@ from sat_tutorial.soft_attention import (
     SoftAttention,
     caption_nll,
     doubly_stochastic_penalty,
-    lstm_cell,
     target_mask,
 )
-from .captioner import Captioner, rows_per_image
-from .registry import register
-from .soft_attention_beyond import StepOperand
+from .captioner import Captioner
 
 # %% auto #0
-__all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show_region_attention', 'BUTDCaptioner']
+__all__ = ['PaperBUTDCaptioner', 'scene_distractors', 'add_scene_regions', 'show_region_attention']
 
 # %% ../nbs/11_butd.ipynb #paperbutd
 class PaperBUTDCaptioner(Captioner):
@@ -109,12 +106,6 @@ class PaperBUTDCaptioner(Captioner):
             loss = loss + self.alpha_c * pen.sum() / n_words  # per word, as in 06
             stats["penalty"] = float(pen.detach().mean())
         return loss, stats
-
-# %% ../nbs/11_butd.ipynb #reg5
-register(
-    "butd-paper",
-    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
-)(PaperBUTDCaptioner)
 
 # %% ../nbs/11_butd.ipynb #fc0ef4fb
 def _inside(box, other) -> float:
@@ -238,89 +229,3 @@ def show_region_attention(
         ax.set_yticks([])
     fig.tight_layout()
     return fig
-
-# %% ../nbs/11_butd.ipynb #fusedbutd
-class BUTDCaptioner(PaperBUTDCaptioner):
-    """`PaperBUTDCaptioner` with the per-caption constants computed once (the same
-    parameters and function); what the command line trains."""
-
-    step_grads_once: bool = True  # StepOperand (notebook 06b); False: per step
-
-    def _att_weights(self):
-        """The attention LSTM's input weights, split by input: (for h²_{t−1}, for v̄,
-        for W_e Π_t)."""
-        H, D = self.hidden_dim, self.feature_dim
-        W = self.att_lstm.weight_ih  # (4H, H + D + E)
-        return W[:, :H], W[:, H : H + D], W[:, H + D :]
-
-    def init_state(self, feats: torch.Tensor) -> tuple:
-        """(h¹, c¹, h², c², v, v̄-gates, keys): zero LSTM states, and once per image the
-        v̄ part of x¹'s product and W_va v_i."""
-        B, H = feats.shape[0], self.hidden_dim
-        gates_v = (
-            feats.mean(1) @ self._att_weights()[1].T
-            + self.att_lstm.bias_ih
-            + self.att_lstm.bias_hh
-        )  # (B, 4H)
-        zero = feats.new_zeros(B, H)
-        keys = self.attention.keys(feats)  # (B, R, A)
-        return zero, zero, zero, zero, feats, gates_v, keys
-
-    def _word_gates(self, emb: torch.Tensor) -> torch.Tensor:
-        """The W_e Π_t part of the attention LSTM's pre-activations, for any leading
-        shape `(…, E)` → `(…, 4H)`."""
-        return emb @ self._att_weights()[2].T
-
-    def _recurrence(
-        self, gates_w: torch.Tensor, state: tuple, W_h2T: torch.Tensor | None = None
-    ):
-        """One step for N = k·B rows from the word gates `(N, 4H)`: the new state and
-        α_t `(N, R)`."""
-        h1, c1, h2, c2, v, gates_v, keys = state
-        if W_h2T is None:
-            W_h2T = self._att_weights()[0].T  # (H, 4H)
-        pre = gates_w + h2 @ W_h2T + h1 @ self.att_lstm.weight_hh.T  # (N, 4H)
-        pre = (rows_per_image(pre, len(gates_v)) + gates_v[:, None]).flatten(
-            0, 1
-        )  # + the v̄ gates of each row's image
-        h1, c1 = lstm_cell(pre, c1)  # (N, H)
-        alpha, v_hat = self.attention(keys, v, h1)  # (N, R), (N, D)
-        h2, c2 = self.lang_lstm(torch.cat([v_hat, h1], 1), (h2, c2))  # (N, H)
-        return (h1, c1, h2, c2, v, gates_v, keys), alpha
-
-    def forward(
-        self, feats: torch.Tensor, captions: torch.Tensor, lengths: torch.Tensor
-    ):
-        """Teacher forcing: logits `(B, T, V)` and α `(B, T, R)` for T =
-        captions.shape[1] − 1 steps."""
-        dims = check_shape(feats, ("B", "R", self.feature_dim), name="feats")
-        check_shape(captions, ("B", None), dims, name="captions")
-        state = self.init_state(feats)
-        # (B, T, 4H), all steps at once
-        gates_w = self._word_gates(self.embed(captions[:, :-1]))
-        W_h2T = self._att_weights()[0].T  # sliced once per batch
-        if self.step_grads_once:  # ∂/∂v, ∂/∂W_h2 formed once per batch (notebook 06)
-            W_h2T, state = (
-                StepOperand(W_h2T),
-                state[:4] + (StepOperand(state[4]),) + state[5:],
-            )
-        h2s, alphas = [], []
-        for t in range(gates_w.shape[1]):
-            state, alpha = self._recurrence(gates_w[:, t], state, W_h2T)
-            h2s.append(state[2])
-            alphas.append(alpha)
-        # (B, T, V), one matmul for all steps
-        logits = self.W_p(self.dropout(torch.stack(h2s, 1)))
-        return logits, torch.stack(alphas, 1)
-
-    def step(self, words: torch.Tensor, state: tuple):
-        "One decoding step: log p(y_t | y_{1:t−1}) `(N, V)`, the new state, α_t."
-        state, alpha = self._recurrence(self._word_gates(self.embed(words)), state)
-        return self.W_p(self.dropout(state[2])).log_softmax(-1), state, alpha
-
-# %% ../nbs/11_butd.ipynb #reg36
-# bottom-up regions on the scenes: the objects' boxes + distractors
-register(
-    "butd",
-    preset=dict(encoder="scene_regions", model_kwargs=dict(alpha_c=0.0)),
-)(BUTDCaptioner)

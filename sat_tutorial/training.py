@@ -49,7 +49,7 @@ __all__ = ['CONFIG_RANGES', 'CONFIG_CHOICES', 'OPTION_RANGES', 'ENSEMBLE_SHARED'
 # each captioner's module registers it with `@register` (notebook 05d): importing
 # the modules fills CAPTIONERS (name → class) and PRESETS (its scenes defaults)
 import sat_tutorial.adaptive_attention_beyond
-import sat_tutorial.butd
+import sat_tutorial.butd_beyond
 import sat_tutorial.hard_attention_beyond
 import sat_tutorial.soft_attention_beyond
 import sat_tutorial.transformer_beyond  # noqa: F401

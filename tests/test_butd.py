@@ -11,7 +11,8 @@ from sat_tutorial.bottom_up import (
     load_detector,
     read_bottom_up_tsv,
 )
-from sat_tutorial.butd import BUTDCaptioner, PaperBUTDCaptioner, add_scene_regions
+from sat_tutorial.butd import PaperBUTDCaptioner, add_scene_regions
+from sat_tutorial.butd_beyond import BUTDCaptioner
 from sat_tutorial.data import CaptionDataset, Vocab, collate_captions
 from sat_tutorial.decoding import beam_search, greedy
 from sat_tutorial.encoders import SceneRegionEncoder, box_geometry, pool_regions
