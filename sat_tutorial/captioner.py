@@ -114,8 +114,8 @@ def quick_train(
     progress=True,
 ) -> list[dict]:
     """Train `encoder` and `model` together for `steps` batches of `loader` (gone
-    through again as needed) with Adam, the gradient's norm clipped at `clip`: each
-    step's statistics, with the loss and the norm before clipping."""
+    through again as needed) with Adam, the gradient's norm clipped at `clip` (0: not
+    clipped): each step's statistics, with the loss and the norm before clipping."""
     from tqdm.auto import tqdm
 
     params = [*encoder.parameters(), *model.parameters()]
@@ -135,7 +135,7 @@ def quick_train(
         loss, stats = model.loss(feats, batch["captions"], batch["lengths"])
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        norm = float(nn.utils.clip_grad_norm_(params, clip))
+        norm = float(nn.utils.clip_grad_norm_(params, clip or float("inf")))
         opt.step()
         hist.append({"loss": float(loss.detach()), **stats, "grad_norm": norm})
     return hist

@@ -338,7 +338,7 @@ def test_quick_train_takes_clipped_adam_steps_and_goes_round_the_loader_again():
     """Notebook 06's bare loop on a model whose loss is (θ − 3)²: the statistics hold the
     loss and the gradient's norm before clipping; Adam's first step moves θ by lr; a
     loader of one batch is gone through again; a `None` batch (no readable image) is
-    skipped but counts as a step."""
+    skipped but counts as a step; `clip=0` leaves the gradient as it is."""
     from sat_tutorial.captioner import quick_train
 
     class Quadratic(torch.nn.Module):
@@ -359,3 +359,8 @@ def test_quick_train_takes_clipped_adam_steps_and_goes_round_the_loader_again():
     assert (
         len(quick_train(torch.nn.Identity(), q, [None, batch], 4, progress=False)) == 2
     )
+    q0 = Quadratic()  # clip=0: not clipped (the norm still reported), so θ moves
+    h0 = quick_train(
+        torch.nn.Identity(), q0, [batch], 2, lr=0.1, clip=0, progress=False
+    )
+    assert h0[0]["grad_norm"] == 6.0 and abs(h0[1]["theta"] - 0.1) < 1e-6
