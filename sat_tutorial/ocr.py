@@ -3,17 +3,15 @@
 # %% ../nbs/14_attention_ocr.ipynb #888de1fb
 from __future__ import annotations
 import json, math, time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 import torch, torch.nn as nn, torch.nn.functional as F
 from .core import InputError, seed_everything
 from .flags import get_device
-from .ranges import Range, clip_norm, learning_rate
 from .data import Vocab
 from .decoding import beam_search, greedy
-from .runs import RunRecord, load_run, register_kind
 from .soft_attention import SoftAttentionCaptioner
 from sat_tutorial.ocr_data import (  # notebook 14b; kept reachable as ocr.<name>
     ALPHABET,
@@ -31,9 +29,9 @@ from sat_tutorial.ocr_data import (  # notebook 14b; kept reachable as ocr.<name
 )
 
 # %% auto #0
-__all__ = ['BLOCKS', 'OCR_BOUNDS', 'edit_distance', 'OCR_VERSION', 'RecursiveConv', 'RecurrentConv', 'PlainConv',
-           'receptive_field', 'sinusoids', 'WordEncoder', 'CharDecoder', 'OCRConfig', 'OCRModel', 'char_error_rate',
-           'closest_word', 'attention_in_box', 'evaluate_ocr', 'ocr_config', 'load_ocr']
+__all__ = ['BLOCKS', 'edit_distance', 'RecursiveConv', 'RecurrentConv', 'PlainConv', 'receptive_field', 'sinusoids',
+           'WordEncoder', 'CharDecoder', 'OCRConfig', 'OCRModel', 'char_error_rate', 'closest_word', 'attention_in_box',
+           'evaluate_ocr']
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00020
 def _conv(C: int, k: int, bias: bool = True) -> nn.Conv2d:
@@ -207,29 +205,6 @@ class CharDecoder(SoftAttentionCaptioner):
         )
 
 # %% ../nbs/14_attention_ocr.ipynb #ocr00036
-# the largest value of each size, for `ocr train` and `OCRConfig` alike. Memory grows
-# with each: the block keeps a (B, C, H/4, W/4) activation per iteration for the
-# backward pass (4 MiB at the defaults, so 16 iterations stay near 130 MiB a batch
-# where 100,000 grew past 7 GB), and the rendered images stay in memory at H·W bytes
-# each (200,000 of 32×128 are 820 MB).
-OCR_BOUNDS = {
-    "channels": Range(int, 1, 1024),
-    "iterations": Range(int, 1, 16),
-    "feature_dim": Range(int, 1, 4096),
-    "embed_dim": Range(int, 1, 4096),
-    "hidden_dim": Range(int, 1, 4096),
-    "attention_dim": Range(int, 1, 4096),
-    "height": Range(int, 4, 512),
-    "width": Range(int, 4, 2048),
-    "n_train": Range(int, 1, 200_000),
-    "n_test": Range(int, 1, 100_000),
-    "batch_size": Range(int, 1, 4096),
-    "steps": Range(int, 1, 10_000_000),
-    "clip": clip_norm,  # the rates: the same rules as every command's
-    "lr": learning_rate,
-}
-
-
 @dataclass
 class OCRConfig:
     """Everything a run needs: data, encoder, decoder, optimisation. Defaults: a full
@@ -255,10 +230,6 @@ class OCRConfig:
     clip: float = 5.0  # the gradients' global norm at most (0: no clipping)
     amp: bool = False  # autocast (bf16 on a CPU; the GPU's choice with amp_dtype)
     amp_dtype: str = "auto"
-
-    def __post_init__(self):
-        for k, bound in OCR_BOUNDS.items():  # the command line's bounds, in Python
-            bound.check(getattr(self, k), k)
 
     def render(self) -> RenderConfig:
         return RenderConfig(height=self.height, width=self.width)
@@ -376,28 +347,3 @@ def evaluate_ocr(
             cer_lexicon=100 * char_error_rate(refs, fixed),
         )
     return {**out, "readings": hyps}
-
-# %% ../nbs/14_attention_ocr.ipynb #ocr00042c
-OCR_VERSION = 2  # 1: weights, config, vocabulary; 2: and the Learner's state
-
-
-def ocr_config(config: dict) -> OCRConfig:
-    "The `OCRConfig` of a run file's config (fields it does not know are ignored)."
-    return OCRConfig(
-        **{f.name: config[f.name] for f in fields(OCRConfig) if f.name in config}
-    )
-
-
-register_kind(
-    "ocr",
-    OCR_VERSION,
-    lambda config, ck: OCRModel(ocr_config(config), Vocab(ck["vocab"])),
-    describe="an ocr.pt written by `sat-tutorial ocr train`",
-    untagged=True,  # the first version's files have no tag
-)
-
-
-def load_ocr(path: str | Path, device="cpu") -> RunRecord:
-    """The run in an `ocr.pt` (`runs.load_run`): the `OCRModel` in eval mode, its
-    config and the checkpoint; anything else is a one-line InputError."""
-    return load_run(path, "ocr", map_location=device)

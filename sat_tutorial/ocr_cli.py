@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import torch
 from .ranges import Range, learning_rate, seed_int
-from .ocr import BLOCKS, OCR_BOUNDS, OCRConfig, evaluate_ocr, load_ocr
-from .ocr_training import train_ocr
+from .ocr import BLOCKS, OCRConfig, evaluate_ocr
+from .ocr_training import OCR_BOUNDS, load_ocr, train_ocr
 from .ocr_data import WordImages, images_to_tensor, load_word_image
 from .run_folder import add_run_flags
 

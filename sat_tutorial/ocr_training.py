@@ -5,7 +5,7 @@
 # %% ../nbs/14d_ocr_training.ipynb #ocr14d02
 from __future__ import annotations
 import json, math, time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Callable
 import numpy as np
@@ -13,6 +13,7 @@ import torch
 from .core import InputError, rng_state, seed_everything, set_rng_state
 from .flags import get_device
 from .data import Vocab
+from .ranges import Range, clip_norm, learning_rate
 from sat_tutorial.learner import (
     AMP,
     Callback,
@@ -26,11 +27,67 @@ from sat_tutorial.learner import (
 from .ocr import OCRConfig, OCRModel, evaluate_ocr
 from .ocr_data import WordImages, load_words, split_words, word_source
 from .step_settings import amp_setting
-from .runs import load_run, save_run, write_json
+from .runs import RunRecord, load_run, register_kind, save_run, write_json
 from .run_folder import claim_run, replace_old
 
 # %% auto #0
-__all__ = ['OCR_FILES', 'random_batches', 'char_objective', 'Cosine', 'LossLog', 'train_ocr']
+__all__ = ['OCR_BOUNDS', 'OCR_VERSION', 'OCR_FILES', 'check_ocr_config', 'ocr_config', 'load_ocr', 'random_batches',
+           'char_objective', 'Cosine', 'LossLog', 'train_ocr']
+
+# %% ../nbs/14d_ocr_training.ipynb #ocrbounds
+# the largest value of each size, for `ocr train` and `train_ocr` alike. Memory grows
+# with each: the block keeps a (B, C, H/4, W/4) activation per iteration for the
+# backward pass (4 MiB at the defaults, so 16 iterations stay near 130 MiB a batch
+# where 100,000 grew past 7 GB), and the rendered images stay in memory at H·W bytes
+# each (200,000 of 32×128 are 820 MB).
+OCR_BOUNDS = {
+    "channels": Range(int, 1, 1024),
+    "iterations": Range(int, 1, 16),
+    "feature_dim": Range(int, 1, 4096),
+    "embed_dim": Range(int, 1, 4096),
+    "hidden_dim": Range(int, 1, 4096),
+    "attention_dim": Range(int, 1, 4096),
+    "height": Range(int, 4, 512),
+    "width": Range(int, 4, 2048),
+    "n_train": Range(int, 1, 200_000),
+    "n_test": Range(int, 1, 100_000),
+    "batch_size": Range(int, 1, 4096),
+    "steps": Range(int, 1, 10_000_000),
+    "clip": clip_norm,  # the rates: the same rules as every command's
+    "lr": learning_rate,
+}
+
+
+def check_ocr_config(cfg: OCRConfig) -> OCRConfig:
+    "`cfg` if every size and rate is within `OCR_BOUNDS`; else one line naming it."
+    for k, bound in OCR_BOUNDS.items():  # the command line's bounds, in Python
+        bound.check(getattr(cfg, k), k)
+    return cfg
+
+
+OCR_VERSION = 2  # 1: weights, config, vocabulary; 2: and the Learner's state
+
+
+def ocr_config(config: dict) -> OCRConfig:
+    """The `OCRConfig` of a run file's config, checked (fields it does not know are
+    ignored)."""
+    known = {f.name: config[f.name] for f in fields(OCRConfig) if f.name in config}
+    return check_ocr_config(OCRConfig(**known))
+
+
+register_kind(
+    "ocr",
+    OCR_VERSION,
+    lambda config, ck: OCRModel(ocr_config(config), Vocab(ck["vocab"])),
+    describe="an ocr.pt written by `sat-tutorial ocr train`",
+    untagged=True,  # the first version's files have no tag
+)
+
+
+def load_ocr(path: str | Path, device="cpu") -> RunRecord:
+    """The run in an `ocr.pt` (`runs.load_run`): the `OCRModel` in eval mode, its
+    config and the checkpoint; anything else is a one-line InputError."""
+    return load_run(path, "ocr", map_location=device)
 
 # %% ../nbs/14d_ocr_training.ipynb #ocr00042
 def _datasets(cfg: OCRConfig) -> tuple[WordImages, WordImages, list[str]]:
@@ -126,7 +183,9 @@ def train_ocr(
     """Train an `OCRModel` through the Learner for `cfg.steps` steps or `time_budget`
     minutes of wall-clock, whichever ends first; evaluate on held-out words; write
     `out/ocr.pt` (every `checkpoint_every` steps and at the end; `resume` continues
-    it exactly) and `out/metrics.json`. `out` is checked before anything is made."""
+    it exactly) and `out/metrics.json`. `cfg` and `out` are checked before anything
+    is made."""
+    check_ocr_config(cfg)
     with claim_run(out, resume, overwrite, OCR_FILES, "ocr.pt") as old:
         out, device = Path(out) if out is not None else None, get_device(device)
         seed_everything(cfg.seed)

@@ -77,7 +77,8 @@ def _draw_slice(rec) -> dict:
 
 
 def _ocr_slice(rec) -> dict:
-    from sat_tutorial.ocr import WordImages, evaluate_ocr, ocr_config
+    from sat_tutorial.ocr import WordImages, evaluate_ocr
+    from sat_tutorial.ocr_training import ocr_config
 
     cfg = ocr_config(rec.config)
     words = rec.checkpoint["test_words"]  # the run's held-out words

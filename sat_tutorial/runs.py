@@ -68,7 +68,7 @@ KIND_MODULES = {  # the module that registers each kind
     "captioner": "sat_tutorial.training",
     "ram": "sat_tutorial.ram_training",
     "draw": "sat_tutorial.draw_training",
-    "ocr": "sat_tutorial.ocr",
+    "ocr": "sat_tutorial.ocr_training",
 }
 
 # %% ../nbs/12f_runs.ipynb #24303f2d

@@ -14,8 +14,8 @@ from sat_tutorial.cli import main
 from sat_tutorial.core import InputError
 from sat_tutorial.checkpoints import load_checkpoint
 from sat_tutorial.learner import Callback, Clock, Interrupted
-from sat_tutorial.ocr import OCRConfig, load_ocr
-from sat_tutorial.ocr_training import train_ocr
+from sat_tutorial.ocr import OCRConfig
+from sat_tutorial.ocr_training import load_ocr, train_ocr
 from sat_tutorial.run_folder import LOCK_NAME
 
 TINY = dict(
@@ -142,8 +142,10 @@ def test_time_budget_flag_is_minutes(monkeypatch, tmp_path):
     ],
 )
 def test_the_same_bounds_in_the_api(field, value):
+    """`train_ocr` from Python refuses what `ocr train` refuses, before it renders an
+    image or builds the model."""
     with pytest.raises(InputError, match=field):
-        OCRConfig(**{field: value})
+        train_ocr(OCRConfig(**{field: value}), None, progress=False)
 
 
 def test_ctrl_c_during_the_final_evaluation_names_the_saved_model(

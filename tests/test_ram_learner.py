@@ -238,7 +238,7 @@ def test_lr_is_one_rule_in_every_family():
     configurations share core.learning_rate, not copies of it."""
     from sat_tutorial.cli import build_parser
     from sat_tutorial.ranges import learning_rate
-    from sat_tutorial.ocr import OCR_BOUNDS
+    from sat_tutorial.ocr_training import OCR_BOUNDS
     from sat_tutorial.ram_training import RAM_BOUNDS
     from sat_tutorial.training import CONFIG_RANGES
 
