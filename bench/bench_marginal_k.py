@@ -18,7 +18,7 @@ import argparse, json, os, platform, time
 
 import torch
 
-from sat_tutorial.hard_attention_beyond import MarginalReads
+from sat_tutorial.hard_attention_marginal import MarginalReads
 from sat_tutorial.training import (
     evaluate,
     load_checkpoint_model,

@@ -346,7 +346,7 @@ def test_ctrl_c_during_the_final_evaluation_names_the_saved_checkpoint(
     def ctrl_c(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(dc, "evaluate", ctrl_c)
+    monkeypatch.setattr(dc, "evaluate_draw", ctrl_c)
     run = tmp_path / "run"
     capsys.readouterr()
     assert main(["draw", "train", *TINY_DRAW, "--out", str(run)]) == 130

@@ -180,7 +180,7 @@ def test_ctrl_c_during_training(fam, tmp_path, capsys, monkeypatch):
 FINAL_EVALUATION = {  # the function each command scores its trained model with
     "captioner": ("sat_tutorial.training", "evaluate", ["--evaluate"]),
     "ram": ("sat_tutorial.ram_training", "evaluate_ram", []),
-    "draw": ("sat_tutorial.draw_cli", "evaluate", []),
+    "draw": ("sat_tutorial.draw_cli", "evaluate_draw", []),
     "ocr": ("sat_tutorial.ocr_training", "evaluate_ocr", []),
 }
 

@@ -33,7 +33,7 @@
 import itertools
 import torch
 from sat_tutorial.core import seed_everything
-from sat_tutorial.butd import BUTDCaptioner
+from sat_tutorial.butd_beyond import BUTDCaptioner
 from sat_tutorial.decoding import select_state
 from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
@@ -232,7 +232,7 @@ for b, ((toks, score), (g_toks, g_score)) in enumerate(
 def captioner(kind, seed, end_bias=0.0):
     """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
     eval mode, and the step that builds the same one in the sandbox."""
-    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.butd_beyond import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)
@@ -339,7 +339,7 @@ for m, f in (
 def captioner(kind, seed, end_bias=0.0):
     """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
     eval mode, and the step that builds the same one in the sandbox."""
-    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.butd_beyond import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)
@@ -466,7 +466,7 @@ for m, f, what in ((model, feats, ""), (ending, end_feats, " with <end> likely")
 def captioner(kind, seed, end_bias=0.0):
     """A small random captioner (far from uniform; `end_bias` makes <end> likelier), in
     eval mode, and the step that builds the same one in the sandbox."""
-    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.butd_beyond import BUTDCaptioner
     from sat_tutorial.soft_attention import SoftAttentionCaptioner
 
     seed_everything(seed)

@@ -30,7 +30,7 @@
 import torch
 from sat_tutorial.core import check_close, seed_everything
 from sat_tutorial.adaptive_attention import VisualSentinel
-from sat_tutorial.butd import BUTDCaptioner
+from sat_tutorial.butd_beyond import BUTDCaptioner
 
 torch.set_num_threads(1)
 
@@ -266,7 +266,7 @@ WORDS = ([1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12])  # from step 2 on, h²_{t−
 def calls():
     """A small BUTD captioner (built in the sandbox) and three steps of butd_step, each
     from the state the previous one returned."""
-    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.butd_beyond import BUTDCaptioner
 
     seed_everything(63)
     config = {"embed_dim": 4, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
@@ -315,7 +315,7 @@ WORDS = ([1, 1, 1, 1], [5, 3, 9, 2], [4, 4, 7, 12])  # from step 2 on, h²_{t−
 def calls():
     """A small BUTD captioner (built in the sandbox) and three steps of butd_step, each
     from the state the previous one returned."""
-    from sat_tutorial.butd import BUTDCaptioner
+    from sat_tutorial.butd_beyond import BUTDCaptioner
 
     seed_everything(63)
     config = {"embed_dim": 4, "hidden_dim": 6, "attention_dim": 5, "dropout": 0.0}
@@ -340,7 +340,7 @@ def outputs(results):
 # %% forbid
 # sat_tutorial.adaptive_attention:VisualSentinel.forward
 # sat_tutorial.adaptive_attention:AdaptiveAttention.combine
-# sat_tutorial.butd:BUTDCaptioner.step
-# sat_tutorial.butd:BUTDCaptioner._recurrence
+# sat_tutorial.butd_beyond:BUTDCaptioner.step
+# sat_tutorial.butd_beyond:BUTDCaptioner._recurrence
 # sat_tutorial.butd:PaperBUTDCaptioner.step
 # sat_tutorial.butd:PaperBUTDCaptioner._recurrence
