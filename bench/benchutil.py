@@ -66,17 +66,16 @@ def step_learner(
     """A Learner (notebook 12c) that trains `enc` and `model` for `total` steps of
     `batches(learn)`, with `fit`'s mixed precision (`amp`: dtype and scaler) and
     clipping, and nothing saved: the package's one training step, for timing."""
-    from sat_tutorial.captioner import encode
+    from types import SimpleNamespace
+
+    from sat_tutorial.fit import caption_loss
     from sat_tutorial.learner import AMP, Clip, Clock, Learner, Limits
 
     device = torch.device(device)
+    run = SimpleNamespace(run_encoder=enc, model=model, device=device, objective=None)
 
-    def objective(learn, batch):
-        enc.train()
-        model.train()
-        caps, lengths = batch["captions"].to(device), batch["lengths"].to(device)
-        feats = encode(enc, batch["images"], batch.get("boxes"), device)
-        return model.loss(feats, caps, lengths)
+    def objective(learn, batch):  # fit's own: encode, then model.loss
+        return caption_loss(run, batch)
 
     cbs = [Limits(Clock()), AMP(*amp, device), Clip(clip), *cbs]
     return Learner(opt, objective, batches, total, cbs)

@@ -188,3 +188,17 @@ def test_train_wall_seconds_leave_out_the_final_evaluation(tmp_path, monkeypatch
     t0 = time.perf_counter()
     _, m = train_ocr(OCRConfig(**TINY, steps=2), None, progress=False)
     assert m["train_wall_seconds"] <= seen["start"] - t0, m["train_wall_seconds"]
+
+
+def test_a_run_file_whose_sizes_are_out_of_bounds_is_refused_at_load(tmp_path):
+    """The bounds moved from `OCRConfig` to the training module (14d): a run file whose
+    configuration exceeds them is still one line naming the size when it is loaded,
+    before a model is built."""
+    train_ocr(OCRConfig(**TINY, steps=2), tmp_path / "run", progress=False)
+    path = tmp_path / "run" / "ocr.pt"
+    assert load_ocr(path).config["iterations"] == OCRConfig.iterations
+    ck = load_checkpoint(path)
+    ck["config"]["iterations"] = 100_000
+    torch.save(ck, path)
+    with pytest.raises(InputError, match="iterations"):
+        load_ocr(path)
